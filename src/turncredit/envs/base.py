@@ -1,0 +1,72 @@
+"""The environment protocol: a small class per environment, registered by name.
+
+An environment turns a task into opening chat messages and answers each action with a reply,
+a turn reward and whether the episode ended. It never sees tokens: bridging text to tokens is
+the rollout engine's job (`turncredit.chat`), so every environment is token-exact for free.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from turncredit.registry import Registry
+
+
+@dataclass
+class Task:
+    task_id: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, **self.data}
+
+
+@dataclass
+class StepResult:
+    reply: str  # the environment's message to the policy (rendered as the next user turn)
+    reward: float  # this turn's reward
+    done: bool
+    success: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class MultiTurnEnv(ABC):
+    """One episode's state lives in the object `reset` returns, so one env serves a batch."""
+
+    #: a dataclass type holding this environment's options (validated from the config)
+    Options: ClassVar[type]
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    @abstractmethod
+    def tasks(self, split: str) -> list[Task]:
+        """All tasks of a split ('train', 'val', 'test')."""
+
+    def sample_tasks(self, split: str, n: int, rng: random.Random) -> list[Task]:
+        pool = self.tasks(split)
+        if n <= len(pool):
+            return rng.sample(pool, n)
+        return [rng.choice(pool) for _ in range(n)]
+
+    @abstractmethod
+    def reset(self, task: Task, rng: random.Random) -> tuple[list[dict[str, str]], Any]:
+        """Opening messages for the policy and this episode's fresh state."""
+
+    @abstractmethod
+    def step(self, state: Any, action_text: str) -> StepResult:
+        """Answer one action; `state` is mutated in place."""
+
+    @property
+    def max_turns(self) -> int:
+        return int(self.options.max_turns)
+
+
+ENVS: Registry[type[MultiTurnEnv]] = Registry("environment")
+
+
+def make_env(name: str, options: Any) -> MultiTurnEnv:
+    return ENVS.get(name)(options)

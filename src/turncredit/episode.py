@@ -10,7 +10,7 @@ re-tokenisation of text.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -95,16 +95,13 @@ def _check_keys(d: Any, cls: type, where: str) -> None:
     if not isinstance(d, dict):
         raise ValueError(f"{where}: expected an object, got {type(d).__name__}")
     names = {f.name for f in fields(cls)}
-    required = {f.name for f in fields(cls) if f.default is f.default_factory is _MISSING}
+    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
     unknown = set(d) - names
     missing = required - set(d)
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
     if missing:
         raise ValueError(f"{where}: missing field(s) {sorted(missing)}")
-
-
-from dataclasses import MISSING as _MISSING  # noqa: E402
 
 
 def write_episodes(path: str | Path, episodes: Iterable[Episode]) -> None:

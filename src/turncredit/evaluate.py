@@ -1,0 +1,90 @@
+"""Held-out evaluation: k sampled games per task, summarised as Mean@k ± std and Pass@k."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any, Callable, Sequence
+
+import torch
+
+from turncredit.envs.base import MultiTurnEnv, Task
+from turncredit.episode import Episode
+from turncredit.metrics import success_summary
+from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
+
+
+def eval_tasks(env: MultiTurnEnv, split: str, num_tasks: int) -> list[Task]:
+    tasks = env.tasks(split)
+    return tasks[:num_tasks] if num_tasks else tasks
+
+
+def summarize(episodes: Sequence[Episode], k: int) -> dict[str, Any]:
+    """Success metrics over tasks (Mean@k, Pass@k) and per-turn behaviour rates."""
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for ep in episodes:
+        by_task[str(ep.task.get("task_id"))].append(bool(ep.success) and not ep.aborted)
+    out = success_summary(dict(by_task), k)
+    labels = [t.info.get("label") for ep in episodes for t in ep.turns]
+    n_turns = max(1, len(labels))
+    wins = [ep.num_turns for ep in episodes if ep.success]
+    out.update(
+        avg_questions=statistics.fmean(ep.num_turns for ep in episodes) if episodes else 0.0,
+        avg_questions_when_won=statistics.fmean(wins) if wins else None,
+        repeated_rate=labels.count("Repeated") / n_turns,
+        invalid_rate=labels.count("Invalid") / n_turns,
+        aborted=sum(ep.aborted for ep in episodes),
+        episodes=len(episodes),
+    )
+    return out
+
+
+def evaluate_policy(
+    session: Any,
+    env: MultiTurnEnv,
+    tasks: Sequence[Task],
+    k: int,
+    params: SamplingParams,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> tuple[dict[str, Any], list[Episode]]:
+    """Play k games per task with the policy; every sample of a task sees the same task instance."""
+    rep = [t for t in tasks for _ in range(k)]
+    gids = [t.task_id for t in rep]
+    torch.manual_seed(seed)
+    stats = RolloutStats()
+    eps = run_episodes(env, session.backend, session.bridge, rep, gids, params, seed=seed,
+                       batch_size=batch_size, stats=stats)
+    res = summarize(eps, k)
+    res.update(tokens_generated=stats.tokens_generated, seconds_generate=stats.seconds_generate)
+    return res, eps
+
+
+def evaluate_player(
+    play: Callable[[MultiTurnEnv, Task, Any], Episode],
+    env: MultiTurnEnv,
+    tasks: Sequence[Task],
+    seed: int = 0,
+) -> tuple[dict[str, Any], list[Episode]]:
+    """Evaluate a scripted player (e.g. the expert questioner): one deterministic game per task."""
+    from turncredit.rollout import task_rng
+
+    eps = []
+    for t in tasks:
+        ep = play(env, t, task_rng(seed, t))
+        ep.group_id = t.task_id
+        eps.append(ep)
+    return summarize(eps, 1), eps
+
+
+def format_table(rows: dict[str, dict[str, Any]], k: int) -> str:
+    """A plain-text table, one row per evaluated model."""
+    head = f"{'model':<28} {'Mean@' + str(k):>14} {'Pass@' + str(k):>8} {'questions':>9} {'repeat':>7} {'invalid':>7}"
+    lines = [head, "-" * len(head)]
+    for name, r in rows.items():
+        mean = f"{100 * r['mean_at_k']:.1f} ± {100 * r['mean_at_k_std']:.1f}"
+        lines.append(
+            f"{name:<28} {mean:>14} {100 * r['pass_at_k']:>7.1f}% {r['avg_questions']:>9.2f}"
+            f" {100 * r['repeated_rate']:>6.1f}% {100 * r['invalid_rate']:>6.1f}%"
+        )
+    return "\n".join(lines)

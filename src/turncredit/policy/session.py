@@ -1,0 +1,69 @@
+"""A loaded policy with everything the stages need around it: tokenizer, chat bridge, backend."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from turncredit.chat import ChatBridge
+from turncredit.config import Config
+from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoint
+from turncredit.rollout import HFBackend
+
+
+@dataclass
+class PolicySession:
+    model: torch.nn.Module
+    tokenizer: Any
+    bridge: ChatBridge
+    backend: HFBackend
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    @classmethod
+    def from_model(cls, model: torch.nn.Module, tokenizer: Any) -> "PolicySession":
+        bridge = ChatBridge(tokenizer)
+        return cls(model, tokenizer, bridge, HFBackend(model, bridge, int(tokenizer.pad_token_id)))
+
+    @classmethod
+    def from_config(cls, cfg: Config, model_name: str | None = None) -> "PolicySession":
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        torch.manual_seed(cfg.run.seed)
+        name = model_name or cfg.model.name
+        tokenizer = load_tokenizer(name)
+        lora = cfg.model.lora
+        lora_opts = (
+            {"r": lora.r, "lora_alpha": lora.alpha, "lora_dropout": lora.dropout,
+             "target_modules": lora.target_modules}
+            if lora.enabled else None
+        )
+        model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts)
+        return cls.from_model(model, tokenizer)
+
+    def reference_logprobs_fn(self):
+        """A function giving log-probs under the frozen starting policy, for the KL term.
+
+        With LoRA the reference is the same weights with the adapter switched off (no copy);
+        with full fine-tuning it is a frozen copy made now.
+        """
+        from turncredit.train.forward import action_logprobs
+
+        if hasattr(self.model, "disable_adapter"):
+            def ref(batch, temperature):
+                with self.model.disable_adapter():
+                    return action_logprobs(self.model, batch, temperature)[0]
+            return ref
+        frozen = copy.deepcopy(self.model).eval()
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+        return lambda batch, temperature: action_logprobs(frozen, batch, temperature)[0]
+
+    def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
+        save_checkpoint(self.model, self.tokenizer, path, extra or {})

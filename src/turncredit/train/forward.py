@@ -1,0 +1,101 @@
+"""Log-probs of the policy's own tokens under the current weights, computed where they matter.
+
+The vocabulary projection is the largest tensor of a forward pass (49k × sequence length for
+SmolLM2), and only action tokens carry loss, so logits are computed at action positions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from turncredit.episode import Episode
+from turncredit.train.loss import entropy_from_logits
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded sequences; `targets[b, p]` marks position p whose *next* token is trained."""
+
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    targets: torch.Tensor  # [B, L-1] 0/1 float: loss positions
+    advantages: torch.Tensor  # [B, L-1] per-token advantage (0 off the action tokens)
+    sampler_logprobs: torch.Tensor  # [B, L-1]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.targets.sum().item())
+
+
+def episodes_to_batch(episodes: list[Episode], pad_id: int) -> TokenBatch:
+    """Broadcast each turn's advantage over that turn's action tokens, then pad on the right."""
+    seqs, advs, lps = [], [], []
+    for ep in episodes:
+        ids, adv, lp = [], [], []
+        for t in ep.turns:
+            a = 0.0 if t.advantage is None else float(t.advantage)
+            ids += t.prompt_ids + t.action_ids
+            adv += [0.0] * len(t.prompt_ids) + [a] * len(t.action_ids)
+            lp += [0.0] * len(t.prompt_ids) + list(t.sampler_logprobs)
+        seqs.append(ids)
+        advs.append(adv)
+        lps.append(lp)
+    masks = [ep.action_mask() for ep in episodes]
+    width = max(len(s) for s in seqs)
+    B = len(seqs)
+    input_ids = torch.full((B, width), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, width), dtype=torch.long)
+    targets = torch.zeros((B, width), dtype=torch.float32)
+    adv_t = torch.zeros((B, width), dtype=torch.float32)
+    lp_t = torch.zeros((B, width), dtype=torch.float32)
+    for b, (s, m, a, lp) in enumerate(zip(seqs, masks, advs, lps)):
+        n = len(s)
+        input_ids[b, :n] = torch.tensor(s)
+        attn[b, :n] = 1
+        targets[b, :n] = torch.tensor(m, dtype=torch.float32)
+        adv_t[b, :n] = torch.tensor(a)
+        lp_t[b, :n] = torch.tensor(lp)
+    # position p predicts token p+1: shift the per-token fields left by one
+    return TokenBatch(input_ids, attn, targets[:, 1:], adv_t[:, 1:], lp_t[:, 1:])
+
+
+def core_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The underlying causal LM (a peft wrapper's base model, LoRA layers still active)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def autocast(enabled: bool) -> contextlib.AbstractContextManager:
+    if not enabled:
+        return contextlib.nullcontext()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.autocast(device, dtype=torch.bfloat16)
+
+
+def action_logprobs(
+    model: torch.nn.Module,
+    batch: TokenBatch,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π(token_{p+1} | prefix) at every target position, 0 elsewhere; [B, L-1].
+
+    Logits are divided by the sampling temperature, so these are log-probs of the distribution
+    the sampler drew from (verl's convention).
+    """
+    core = core_model(model)
+    hidden = core.get_decoder()(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask
+    ).last_hidden_state[:, :-1]
+    where = batch.targets.bool()
+    logits = core.get_output_embeddings()(hidden[where]).float() / temperature
+    next_ids = batch.input_ids[:, 1:][where]
+    logp_sel = torch.log_softmax(logits, dim=-1).gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
+    logp = torch.zeros(batch.targets.shape, dtype=torch.float32, device=logits.device)
+    logp = logp.masked_scatter(where, logp_sel)
+    ent = None
+    if with_entropy:
+        ent = torch.zeros_like(logp).masked_scatter(where, entropy_from_logits(logits))
+    return logp, ent

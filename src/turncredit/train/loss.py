@@ -1,0 +1,214 @@
+"""Policy-update math as pure tensor functions (no model code).
+
+Shapes: B sequences × T positions. `mask` is 1/True on the policy's own action tokens and
+0/False everywhere else (prompt, observation, padding); masked positions never influence a
+value or a gradient, even if they hold garbage such as -inf log-probs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from turncredit.registry import Registry
+
+# --- loss aggregation -------------------------------------------------------------------------
+
+Aggregation = Callable[[Tensor, Tensor], Tensor]
+AGGREGATIONS: Registry[Aggregation] = Registry("loss aggregation")
+
+
+def _masked(values: Tensor, mask: Tensor) -> Tensor:
+    """values where mask, else 0 (a `where`, not a product: 0 · nan would be nan)."""
+    return torch.where(mask, values, torch.zeros_like(values))
+
+
+@AGGREGATIONS.register("token-mean")
+def _token_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """L = Σ_{b,t} v·m / Σ_{b,t} m  — every action token in the batch weighs the same."""
+    return _masked(values, mask).sum() / mask.sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("seq-mean-token-mean")
+def _seq_mean_token_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """L = mean_b [ Σ_t v·m / Σ_t m ]  over sequences with at least one action token."""
+    n_tok = mask.sum(dim=-1)
+    has = n_tok > 0
+    per_seq = _masked(values, mask).sum(dim=-1)[has] / n_tok[has]
+    return per_seq.mean() if has.any() else _masked(values, mask).sum()
+
+
+@AGGREGATIONS.register("seq-mean-token-sum")
+def _seq_mean_token_sum(values: Tensor, mask: Tensor) -> Tensor:
+    """L = mean_b [ Σ_t v·m ]  over sequences with at least one action token (Dr.GRPO-style)."""
+    has = mask.sum(dim=-1) > 0
+    per_seq = _masked(values, mask).sum(dim=-1)[has]
+    return per_seq.mean() if has.any() else _masked(values, mask).sum()
+
+
+def aggregate(values: Tensor, mask: Tensor, mode: str) -> Tensor:
+    """Reduce per-token `values` [B, T] to a scalar with aggregation `mode`.
+
+    Modes: "token-mean", "seq-mean-token-mean", "seq-mean-token-sum" (see `AGGREGATIONS`).
+    Sequences without action tokens are skipped by the seq-* modes; a batch without any action
+    token gives 0 (still attached to the graph). Unknown mode → KeyError listing known ones.
+    """
+    fn = AGGREGATIONS.get(mode)
+    _check_same_2d(values=values, mask=mask)
+    return fn(values, mask.bool())
+
+
+# --- PPO-clip ---------------------------------------------------------------------------------
+
+
+def ppo_clip_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    agg: str = "token-mean",
+) -> tuple[Tensor, dict[str, float]]:
+    """PPO clipped surrogate with DAPO's asymmetric "clip-higher".
+
+        ratio = exp(logp − logp_old)
+        ℓ_t   = −min( ratio·A,  clip(ratio, 1 − clip_low, 1 + clip_high)·A )
+        L     = aggregate(ℓ, mask, agg)
+
+    `advantages` is per token [B, T] or per sequence [B] (broadcast over T); it and
+    `old_logprobs` are treated as constants. The clipped term is the active one (and the
+    token's gradient is 0) when A > 0 and ratio > 1 + clip_high, or A < 0 and
+    ratio < 1 − clip_low.
+
+    Stats (floats, over action tokens): clip_fraction (= clip_fraction_low + _high),
+    approx_kl = mean(logp_old − logp), ratio_mean.
+    """
+    _check_same_2d(logprobs=logprobs, old_logprobs=old_logprobs, mask=mask)
+    if advantages.dim() == 1 and advantages.shape[0] == logprobs.shape[0]:
+        advantages = advantages.unsqueeze(-1)
+    elif advantages.shape != logprobs.shape:
+        raise ValueError(
+            f"advantages must have shape [B] = [{logprobs.shape[0]}] or [B, T] = "
+            f"{list(logprobs.shape)}, got {list(advantages.shape)}"
+        )
+    if not 0.0 <= clip_low < 1.0:
+        raise ValueError(f"clip_low must be in [0, 1), got {clip_low!r}")
+    if not clip_high >= 0.0:
+        raise ValueError(f"clip_high must be >= 0, got {clip_high!r}")
+
+    mask = mask.bool()
+    adv = advantages.detach().to(logprobs.dtype)
+    # zero the log-ratio off the mask so padding garbage can't reach exp() (inf → nan grads)
+    log_ratio = _masked(logprobs - old_logprobs.detach(), mask)
+    ratio = torch.exp(log_ratio)
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)  # = −min(ratio·A, clip(ratio)·A)
+    loss = aggregate(per_token, mask, agg)
+
+    with torch.no_grad():
+        n = mask.sum().clamp(min=1)
+        adv_full = adv.expand_as(ratio)
+        high = (adv_full > 0) & (ratio > 1.0 + clip_high) & mask
+        low = (adv_full < 0) & (ratio < 1.0 - clip_low) & mask
+        stats = {
+            "clip_fraction": ((high | low).sum() / n).item(),
+            "clip_fraction_high": (high.sum() / n).item(),
+            "clip_fraction_low": (low.sum() / n).item(),
+            "approx_kl": (_masked(-log_ratio, mask).sum() / n).item(),
+            "ratio_mean": (_masked(ratio, mask).sum() / n).item(),
+        }
+    return loss, stats
+
+
+# --- KL to a reference policy -----------------------------------------------------------------
+
+KLEstimator = Callable[[Tensor, Tensor], Tensor]
+KL_PENALTIES: Registry[KLEstimator] = Registry("KL penalty")
+
+
+@KL_PENALTIES.register("k1")
+def _k1(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """k1 = log π(x) − log π_ref(x)  (unbiased for KL(π‖π_ref), high variance, can be < 0)."""
+    return logprobs - ref_logprobs
+
+
+@KL_PENALTIES.register("k3")
+def _k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """k3 = exp(log r) − log r − 1 with log r = log π_ref − log π  (Schulman; unbiased, ≥ 0)."""
+    log_r = ref_logprobs - logprobs
+    return torch.exp(log_r) - log_r - 1.0
+
+
+@KL_PENALTIES.register("none")
+def _no_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """No KL penalty: zeros."""
+    return torch.zeros_like(logprobs)
+
+
+def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kind: str) -> Tensor:
+    """Per-token KL estimate [B, T] of kind "k1", "k3" or "none" (see `KL_PENALTIES`)."""
+    fn = KL_PENALTIES.get(kind)
+    if logprobs.shape != ref_logprobs.shape:
+        raise ValueError(
+            f"logprobs {list(logprobs.shape)} and ref_logprobs {list(ref_logprobs.shape)} "
+            "must have the same shape"
+        )
+    return fn(logprobs, ref_logprobs)
+
+
+# --- per-position distributions ---------------------------------------------------------------
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Entropy of softmax(logits) over the last dim, shape logits.shape[:-1].
+
+        H = −Σ_v p_v log p_v = logsumexp(z) − Σ_v p_v z_v      (p = softmax(z))
+
+    The logsumexp form never takes log of a probability (no log 0), and z is shifted by its
+    max first (H is shift-invariant) so large logits do not cancel catastrophically.
+    """
+    z = logits - logits.max(dim=-1, keepdim=True).values.detach()
+    p = torch.softmax(z, dim=-1)
+    return torch.logsumexp(z, dim=-1) - (p * z).sum(dim=-1)
+
+
+def token_logprobs(logits: Tensor, target_ids: Tensor) -> Tensor:
+    """log softmax(logits)[target] per position, shape target_ids.shape.
+
+        log p(y) = z_y − logsumexp(z)
+
+    Computed without materialising the [.., V] log-softmax (which autograd would keep alive).
+    Half-precision logits are upcast to float32 one row at a time. Positions must already be
+    aligned: logits[..., t, :] scores target_ids[..., t].
+    """
+    if logits.shape[:-1] != target_ids.shape:
+        raise ValueError(
+            f"logits {list(logits.shape)} must be target_ids {list(target_ids.shape)} plus a "
+            "vocabulary dim"
+        )
+    target_ids = target_ids.long()
+    if logits.dtype in (torch.float32, torch.float64):
+        picked = logits.gather(-1, target_ids.unsqueeze(-1)).squeeze(-1)
+        return picked - torch.logsumexp(logits, dim=-1)
+    rows = []
+    for row_logits, row_ids in zip(logits, target_ids):
+        row_lp = torch.log_softmax(row_logits.float(), dim=-1)
+        rows.append(row_lp.gather(-1, row_ids.unsqueeze(-1)).squeeze(-1))
+    return torch.stack(rows)
+
+
+def _check_same_2d(**tensors: Tensor) -> None:
+    names = list(tensors)
+    first = tensors[names[0]]
+    if first.dim() != 2:
+        raise ValueError(f"{names[0]} must be 2-D [B, T], got shape {list(first.shape)}")
+    for name in names[1:]:
+        if tensors[name].shape != first.shape:
+            raise ValueError(
+                f"{name} has shape {list(tensors[name].shape)} but {names[0]} has "
+                f"{list(first.shape)}; expected the same [B, T]"
+            )

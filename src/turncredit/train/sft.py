@@ -1,0 +1,119 @@
+"""Supervised warm start on chat dialogues, loss on the assistant's tokens only.
+
+GRPO-style RL learns nothing from a group where every rollout scores the same, and an untrained
+135M questioner loses every game, so the StarPO pipeline starts from an SFT checkpoint. The
+dialogues are laid out in tokens exactly as rollouts lay them out (`ChatBridge.dialogue_ids`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from turncredit.config import SFTConfig
+from turncredit.episode import Episode
+from turncredit.policy.session import PolicySession
+from turncredit.train.forward import TokenBatch, action_logprobs, autocast
+
+Dialogue = list[dict[str, str]]
+
+
+def load_dialogues(path: str | Path) -> list[Dialogue]:
+    """A JSONL of `Episode`s (their `chat()`) or of `{"messages": [...]}` chats."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"SFT data file not found: {path}")
+    out: list[Dialogue] = []
+    with path.open() as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
+            if isinstance(d, dict) and "turns" in d:
+                out.append(Episode.from_dict(d, where=where).chat())
+            elif isinstance(d, dict) and isinstance(d.get("messages"), list):
+                out.append(_check_messages(d["messages"], where))
+            else:
+                raise ValueError(f"{where}: expected an Episode or an object with 'messages'")
+    if not out:
+        raise ValueError(f"{path}: no dialogues")
+    return out
+
+
+def _check_messages(messages: list, where: str) -> Dialogue:
+    for i, m in enumerate(messages):
+        if not (isinstance(m, dict) and m.get("role") in {"system", "user", "assistant"}
+                and isinstance(m.get("content"), str)):
+            raise ValueError(f"{where}: messages[{i}] must be {{role: system|user|assistant, content: str}}")
+    if not any(m["role"] == "assistant" for m in messages):
+        raise ValueError(f"{where}: no assistant message to learn from")
+    return messages
+
+
+def dialogues_to_batch(session: PolicySession, dialogues: list[Dialogue], max_length: int) -> TokenBatch:
+    seqs = []
+    for d in dialogues:
+        ids, mask = session.bridge.dialogue_ids(d)
+        seqs.append((ids[:max_length], mask[:max_length]))
+    width = max(len(s) for s, _ in seqs)
+    B = len(seqs)
+    input_ids = torch.full((B, width), session.pad_id, dtype=torch.long)
+    attn = torch.zeros((B, width), dtype=torch.long)
+    targets = torch.zeros((B, width))
+    for b, (ids, mask) in enumerate(seqs):
+        input_ids[b, : len(ids)] = torch.tensor(ids)
+        attn[b, : len(ids)] = 1
+        targets[b, : len(ids)] = torch.tensor(mask, dtype=torch.float32)
+    zeros = torch.zeros((B, width - 1))
+    return TokenBatch(input_ids, attn, targets[:, 1:], zeros, zeros)
+
+
+def sft_loss(session: PolicySession, batch: TokenBatch, bf16: bool = False) -> torch.Tensor:
+    """Token-mean negative log-likelihood over the assistant tokens: −Σ m·log p / Σ m."""
+    with autocast(bf16):
+        logp, _ = action_logprobs(session.model, batch)
+    return -(logp * batch.targets).sum() / batch.targets.sum().clamp(min=1)
+
+
+def run_sft(
+    session: PolicySession,
+    dialogues: list[Dialogue],
+    cfg: SFTConfig,
+    seed: int = 0,
+    log_path: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    params = [p for p in session.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = random.Random(seed)
+    history: list[dict[str, Any]] = []
+    session.model.train()
+    step = 0
+    for epoch in range(cfg.epochs):
+        order = list(range(len(dialogues)))
+        rng.shuffle(order)
+        for start in range(0, len(order), cfg.batch_size):
+            t0 = time.perf_counter()
+            batch = dialogues_to_batch(session, [dialogues[i] for i in order[start:start + cfg.batch_size]], cfg.max_length)
+            loss = sft_loss(session, batch, cfg.bf16)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            opt.step()
+            step += 1
+            rec = {"step": step, "epoch": epoch, "loss": float(loss), "grad_norm": float(gn),
+                   "tokens": batch.num_tokens, "seconds": time.perf_counter() - t0}
+            history.append(rec)
+            if log_path:
+                with open(log_path, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+    session.model.eval()
+    return history

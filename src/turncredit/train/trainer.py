@@ -1,0 +1,229 @@
+"""The RL loop: sample tasks → roll out groups → credit → filter → PPO-clip update → log.
+
+Each stage reads and writes `Episode`s; the trainer only wires them together.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from turncredit.config import Config, save_config, validate_env_options
+from turncredit.credit import assign_advantages
+from turncredit.credit.filters import group_reward_std, variance_filter
+from turncredit.envs import make_env
+from turncredit.episode import Episode, write_episodes
+from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
+from turncredit.policy.session import PolicySession
+from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch
+from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
+
+
+@dataclass
+class UpdateStats:
+    loss: float = 0.0
+    clip_fraction: float = 0.0
+    approx_kl: float = 0.0
+    ref_kl: float = 0.0
+    entropy: float = 0.0
+    grad_norm: float = 0.0
+    logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on action tokens
+    tokens: int = 0
+    optimizer_steps: int = 0
+
+
+class Trainer:
+    def __init__(
+        self, cfg: Config, run_dir: str | Path | None = None, session: PolicySession | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir or Path(cfg.run.out_dir) / cfg.run.name)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, self.run_dir / "config.yaml")
+        self.session = session or PolicySession.from_config(cfg)
+        self.env = make_env(cfg.env.name, validate_env_options(cfg))
+        self.model = self.session.model
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        t = cfg.train
+        self.optimizer = torch.optim.AdamW(
+            params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay
+        )
+        self.ref_logprobs = self.session.reference_logprobs_fn() if t.kl != "none" else None
+        self.step_idx = 0
+
+    # ------------------------------------------------------------------ one step
+
+    def sample_groups(self, step: int) -> tuple[list, list[str]]:
+        rng = random.Random(self.cfg.run.seed * 1_000_003 + step)
+        tasks = self.env.sample_tasks("train", self.cfg.rollout.tasks_per_step, rng)
+        g = self.cfg.rollout.group_size
+        return [t for t in tasks for _ in range(g)], [f"s{step}-g{j}" for j in range(len(tasks)) for _ in range(g)]
+
+    def rollout(self, step: int) -> tuple[list[Episode], RolloutStats]:
+        r = self.cfg.rollout
+        tasks, gids = self.sample_groups(step)
+        stats = RolloutStats()
+        torch.manual_seed(self.cfg.run.seed * 1_000_003 + step)
+        eps = run_episodes(
+            self.env, self.session.backend, self.session.bridge, tasks, gids,
+            SamplingParams(r.temperature, r.top_p, r.max_new_tokens),
+            seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
+        )
+        return eps, stats
+
+    def train_step(self) -> dict[str, Any]:
+        step = self.step_idx + 1
+        t0 = time.perf_counter()
+        episodes, rstats = self.rollout(step)
+        t_rollout = time.perf_counter() - t0
+
+        a = self.cfg.algo
+        assign_advantages(episodes, a.estimator, **a.estimator_options)
+        kept = variance_filter(episodes, a.keep_group_fraction)
+        trainable = [ep for ep in kept if not ep.aborted and ep.turns]
+
+        t1 = time.perf_counter()
+        ustats = self.update(trainable)
+        t_update = time.perf_counter() - t1
+        self.step_idx = step
+
+        metrics = self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update)
+        write_episodes(self.run_dir / "episodes" / f"step_{step:05d}.jsonl", episodes)
+        with (self.run_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.cfg.train.save_every and step % self.cfg.train.save_every == 0:
+            self.save(self.run_dir / f"checkpoint_step{step}")
+        return metrics
+
+    def train_iter(self) -> Iterator[dict[str, Any]]:
+        """Run the configured steps, yielding each step's metrics; saves the final checkpoint."""
+        while self.step_idx < self.cfg.train.steps:
+            yield self.train_step()
+        self.save(self.run_dir / "checkpoint")
+
+    def train(self) -> list[dict[str, Any]]:
+        return list(self.train_iter())
+
+    def save(self, path: Path) -> None:
+        self.session.save(path, extra={"step": self.step_idx, "run": self.cfg.run.name})
+
+    # ------------------------------------------------------------------ PPO update
+
+    def update(self, episodes: list[Episode]) -> UpdateStats:
+        st = UpdateStats()
+        if not episodes:
+            return st
+        t = self.cfg.train
+        temp = self.cfg.rollout.temperature
+        pad = self.session.pad_id
+        micro = t.micro_batch_size
+        chunks = [episodes[i:i + micro] for i in range(0, len(episodes), micro)]
+        batches = [episodes_to_batch(c, pad) for c in chunks]
+
+        # old log-probs come from the trainer's own forward pass, not the sampler
+        self.model.eval()
+        with torch.no_grad(), autocast(t.bf16):
+            olds = [action_logprobs(self.model, b, temp)[0] for b in batches]
+            refs = [self.ref_logprobs(b, temp) for b in batches] if self.ref_logprobs else None
+        gap = sum(((o - b.sampler_logprobs).abs() * b.targets).sum().item() for o, b in zip(olds, batches))
+        st.logprob_gap = gap / max(1, sum(b.num_tokens for b in batches))
+
+        self.model.train()
+        rng = random.Random(self.cfg.run.seed * 7919 + self.step_idx)
+        order = list(range(len(batches)))
+        sums: dict[str, float] = {"loss": 0.0, "clip": 0.0, "akl": 0.0, "rkl": 0.0, "ent": 0.0, "gn": 0.0}
+        n_micro = 0
+        for _ in range(t.ppo_epochs):
+            rng.shuffle(order)
+            groups = [order[i::t.minibatches] for i in range(t.minibatches)]
+            for group in groups:
+                if not group:
+                    continue
+                weights = self._micro_weights([batches[i] for i in group])
+                self.optimizer.zero_grad(set_to_none=True)
+                for i, w in zip(group, weights):
+                    b = batches[i]
+                    with autocast(t.bf16):
+                        logp, ent = action_logprobs(self.model, b, temp, with_entropy=True)
+                    loss, info = ppo_clip_loss(
+                        logp, olds[i], b.advantages, b.targets,
+                        clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg,
+                    )
+                    ent_mean = aggregate(ent, b.targets, t.loss_agg)
+                    if t.entropy_coef:
+                        loss = loss - t.entropy_coef * ent_mean
+                    if refs is not None:
+                        kl = aggregate(kl_penalty(logp, refs[i], t.kl), b.targets, t.loss_agg)
+                        loss = loss + t.kl_coef * kl
+                        sums["rkl"] += kl.item()
+                    (loss * w).backward()
+                    sums["loss"] += loss.item()
+                    sums["clip"] += float(info["clip_fraction"])
+                    sums["akl"] += float(info["approx_kl"])
+                    sums["ent"] += ent_mean.item()
+                    n_micro += 1
+                params = [p for p in self.model.parameters() if p.requires_grad]
+                gn = torch.nn.utils.clip_grad_norm_(params, t.grad_clip if t.grad_clip > 0 else math.inf)
+                if not torch.isfinite(gn):
+                    raise FloatingPointError(f"step {self.step_idx + 1}: gradient norm is {gn}")
+                self.optimizer.step()
+                sums["gn"] += float(gn)
+                st.optimizer_steps += 1
+        n = max(1, n_micro)
+        st.loss, st.clip_fraction, st.approx_kl = sums["loss"] / n, sums["clip"] / n, sums["akl"] / n
+        st.ref_kl, st.entropy = sums["rkl"] / n, sums["ent"] / n
+        st.grad_norm = sums["gn"] / max(1, st.optimizer_steps)
+        st.tokens = sum(b.num_tokens for b in batches)
+        return st
+
+    def _micro_weights(self, batches: list) -> list[float]:
+        """Each micro-batch's share of its minibatch, so the minibatch loss is aggregated once."""
+        if self.cfg.train.loss_agg == "token-mean":
+            sizes = [b.num_tokens for b in batches]
+        else:
+            sizes = [int((b.targets.sum(dim=1) > 0).sum()) for b in batches]
+        total = max(1, sum(sizes))
+        return [s / total for s in sizes]
+
+    # ------------------------------------------------------------------ metrics
+
+    def _metrics(self, step, episodes, trainable, rstats, ustats, t_rollout, t_update) -> dict[str, Any]:
+        rewards = [ep.total_reward for ep in episodes]
+        stds = list(group_reward_std(episodes).values())
+        labels = [t.info.get("label") for ep in episodes for t in ep.turns]
+        n_turns = max(1, len(labels))
+        return {
+            "step": step,
+            "reward_mean": statistics.fmean(rewards),
+            "reward_std": statistics.pstdev(rewards),
+            "success_rate": statistics.fmean(float(ep.success) for ep in episodes),
+            "group_reward_std": statistics.fmean(stds) if stds else 0.0,
+            "episodes": len(episodes),
+            "episodes_trained": len(trainable),
+            "aborted": sum(ep.aborted for ep in episodes),
+            "turns_mean": statistics.fmean(ep.num_turns for ep in episodes),
+            "invalid_rate": labels.count("Invalid") / n_turns,
+            "repeated_rate": labels.count("Repeated") / n_turns,
+            "entropy": ustats.entropy,
+            "approx_kl": ustats.approx_kl,
+            "ref_kl": ustats.ref_kl,
+            "clip_fraction": ustats.clip_fraction,
+            "grad_norm": ustats.grad_norm,
+            "loss": ustats.loss,
+            "logprob_gap": ustats.logprob_gap,
+            "tokens_generated": rstats.tokens_generated,
+            "tokens_prompt": rstats.tokens_prompt,
+            "tokens_trained": ustats.tokens,
+            "seconds_rollout": t_rollout,
+            "seconds_generate": rstats.seconds_generate,
+            "seconds_oracle": rstats.seconds_env,
+            "seconds_update": t_update,
+        }

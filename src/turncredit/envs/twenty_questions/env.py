@@ -1,0 +1,225 @@
+"""20 Questions with the questioner as the agent (the ΔBelief-RL paper protocol).
+
+Rule order per turn: syntax (ends in '?', exactly one '?', 2-500 characters) → a whole-word
+mention of the secret forces Finished → the oracle's label, with a question whose normalised
+text or parsed category was already answered Yes/No turned into Repeated. Rewards are the
+paper's: invalid −5, repeated −1, and on the last turn +2 for a win and −0.05 × turns (only
+if more than one turn was played).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
+from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, normalise_question
+from turncredit.envs.twenty_questions.wordnet import irregular_plurals
+from turncredit.envs.twenty_questions.words import (
+    SPLITS,
+    SecretWord,
+    default_words_path,
+    load_words,
+)
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are playing 20 Questions. I am thinking of a secret word: a concrete noun, such as an "
+    "animal, a plant, a food, a man-made object, a body part or a substance. Find it by asking "
+    "yes/no questions, one question per turn. I answer \"Yes.\" or \"No.\", or tell you that a "
+    "question was invalid or repeated. Ask about its category (for example, whether it is a "
+    "kind of vehicle), narrowing down step by step. When you think you know the word, guess it "
+    "with \"Is it a <word>?\". Reply with exactly one short question ending in \"?\" and "
+    "nothing else."
+)
+
+SYNTAX_HINT = "Ask exactly one yes/no question: {min}-{max} characters, ending in a single '?'."
+REPEATED_REPLY = "Repeated question. You already asked that; ask something new."
+
+
+@dataclass
+class TwentyQuestionsOptions:
+    max_turns: int = 20
+    words_train: str = ""  # path to a word list; empty = the shipped split
+    words_val: str = ""
+    words_test: str = ""
+    num_candidates: int = 0  # 0 = open game; N > 0 = list N candidate words in the prompt
+    oracle: str = "wordnet"
+    win_reward: float = 2.0
+    invalid_reward: float = -5.0
+    repeated_reward: float = -1.0
+    length_penalty: float = 0.05
+    min_chars: int = 2
+    max_chars: int = 500
+    end_on_invalid: bool = False
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+
+@dataclass
+class TwentyQuestionsState:
+    secret: SecretWord
+    split: str
+    candidates: list[SecretWord] = field(default_factory=list)  # empty in the open game
+    asked: set[str] = field(default_factory=set)  # normalised questions answered Yes/No
+    asked_keys: set[str] = field(default_factory=set)  # their parsed categories
+    turns: int = 0
+    done: bool = False
+    success: bool = False
+
+
+def plural_forms(word: str) -> set[str]:
+    """The word and its regular and irregular plurals (lowercase)."""
+    w = word.lower()
+    forms = {w, w + "s"}
+    if re.search(r"(s|x|z|ch|sh|o)$", w):
+        forms.add(w + "es")
+    if re.search(r"[^aeiou]y$", w):
+        forms.add(w[:-1] + "ies")
+    if w.endswith("f"):
+        forms.add(w[:-1] + "ves")
+    if w.endswith("fe"):
+        forms.add(w[:-2] + "ves")
+    forms |= irregular_plurals().get(w.replace(" ", "_"), frozenset())
+    return {f.replace("_", " ") for f in forms}
+
+
+def mentions(question: str, word: str) -> bool:
+    """A whole-word, case-insensitive mention of `word` or its plural."""
+    text = " ".join(re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", question.lower()))
+    return any(
+        re.search(rf"(?<![a-z0-9'-]){re.escape(f)}(?![a-z0-9'-])", text) for f in plural_forms(word)
+    )
+
+
+@ENVS.register("twenty_questions")
+class TwentyQuestionsEnv(MultiTurnEnv):
+    """The questioner guesses a secret concrete noun in up to `max_turns` yes/no questions."""
+
+    Options = TwentyQuestionsOptions
+
+    def __init__(self, options: TwentyQuestionsOptions | None = None) -> None:
+        super().__init__(options if options is not None else TwentyQuestionsOptions())
+        o = self.options
+        if o.max_turns < 1:
+            raise ValueError(f"twenty_questions.max_turns: expected >= 1, got {o.max_turns}")
+        if o.num_candidates < 0:
+            raise ValueError(
+                f"twenty_questions.num_candidates: expected >= 0, got {o.num_candidates}"
+            )
+        if not 1 <= o.min_chars <= o.max_chars:
+            raise ValueError(
+                "twenty_questions.min_chars/max_chars: expected 1 <= min <= max, "
+                f"got {o.min_chars}, {o.max_chars}"
+            )
+        self.oracle: Oracle = ORACLES.get(o.oracle)()
+        self._words: dict[str, list[SecretWord]] = {}
+
+    # -- word lists ----------------------------------------------------------------------------
+    def words_path(self, split: str) -> Path:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        custom = getattr(self.options, f"words_{split}")
+        return Path(custom).expanduser() if custom else default_words_path(split)
+
+    def words(self, split: str) -> list[SecretWord]:
+        """The secrets of a split (loaded once)."""
+        if split not in self._words:
+            self._words[split] = load_words(self.words_path(split))
+        return self._words[split]
+
+    def tasks(self, split: str) -> list[Task]:
+        return [
+            Task(
+                task_id=w.word,
+                data={"secret": w.word, "synset": w.synset, "category": w.category, "split": split},
+            )
+            for w in self.words(split)
+        ]
+
+    # -- episode -------------------------------------------------------------------------------
+    def reset(
+        self, task: Task, rng: random.Random
+    ) -> tuple[list[dict[str, str]], TwentyQuestionsState]:
+        d = task.data
+        try:
+            secret = SecretWord(d["secret"], d["synset"], d.get("category", ""))
+        except KeyError as e:
+            raise ValueError(
+                f"twenty_questions task {task.task_id!r}: missing field {e.args[0]!r}"
+            ) from None
+        split = d.get("split") or self._find_split(secret.word)
+        state = TwentyQuestionsState(secret=secret, split=split)
+        listing = ""
+        if self.options.num_candidates > 0:
+            # sorted first, so the draw depends only on the rng, never on the file's order
+            others = {w.word: w for w in self.words(split) if w.word != secret.word}
+            pool = sorted(others.values(), key=lambda w: w.word)
+            picked = rng.sample(pool, min(self.options.num_candidates - 1, len(pool))) + [secret]
+            rng.shuffle(picked)
+            state.candidates = picked
+            words = ", ".join(w.word for w in picked)
+            listing = f" It is one of these {len(picked)} words: {words}."
+        user = (
+            f"I am thinking of a secret word.{listing} "
+            f"You have {self.options.max_turns} questions. Ask your first question."
+        )
+        messages = [
+            {"role": "system", "content": self.options.system_prompt},
+            {"role": "user", "content": user},
+        ]
+        return messages, state
+
+    def _find_split(self, word: str) -> str:
+        for split in SPLITS:
+            if any(w.word == word for w in self.words(split)):
+                return split
+        return "train"
+
+    def step(self, state: TwentyQuestionsState, action_text: str) -> StepResult:
+        if state.done:
+            raise RuntimeError("twenty_questions: step() called on a finished episode")
+        o = self.options
+        state.turns += 1
+        label, key, reply = self._judge(state, action_text if isinstance(action_text, str) else "")
+        reward = {"Invalid": o.invalid_reward, "Repeated": o.repeated_reward}.get(label, 0.0)
+        won = label == "Finished"
+        done = won or state.turns >= o.max_turns or (o.end_on_invalid and label == "Invalid")
+        if done:
+            if won:
+                reward += o.win_reward
+            else:
+                reply += f" Game over. The answer was {state.secret.word}."
+            if state.turns > 1:
+                reward -= o.length_penalty * state.turns
+        state.done, state.success = done, won
+        info = {"label": label, "category": key}
+        return StepResult(reply=reply, reward=reward, done=done, success=won, info=info)
+
+    def _judge(self, state: TwentyQuestionsState, action_text: str) -> tuple[str, str | None, str]:
+        """(label, parsed category, reply text) for one question."""
+        o = self.options
+        q = action_text.strip()
+        if not (o.min_chars <= len(q) <= o.max_chars) or not q.endswith("?") or q.count("?") != 1:
+            hint = SYNTAX_HINT.format(min=o.min_chars, max=o.max_chars)
+            return "Invalid", None, f"Invalid question. {hint}"
+        secret = state.secret
+        if mentions(q, secret.word):
+            return "Finished", self.oracle.parse(q), f"Finished! The answer was {secret.word}."
+        ans = self.oracle.answer(q, secret)
+        if ans.label == "Finished":
+            return "Finished", ans.key, f"Finished! The answer was {secret.word}."
+        if ans.label == "Invalid":
+            return "Invalid", None, f"Invalid question. {ans.hint}".strip()
+        norm = normalise_question(q)
+        if norm in state.asked or (ans.key is not None and ans.key in state.asked_keys):
+            return "Repeated", ans.key, REPEATED_REPLY
+        state.asked.add(norm)
+        if ans.key is not None:
+            state.asked_keys.add(ans.key)
+        if ans.label not in ("Yes", "No"):
+            raise ValueError(
+                f"oracle {o.oracle!r} returned label {ans.label!r}; "
+                "expected Yes, No, Invalid or Finished"
+            )
+        return ans.label, ans.key, f"{ans.label}."

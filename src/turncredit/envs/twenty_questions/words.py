@@ -1,0 +1,127 @@
+"""Secret words: the shipped splits (data/words/*.tsv) and user-supplied lists.
+
+A secret carries the WordNet synset that qualified it as a concrete noun, because the oracle
+must answer from that sense (WordNet's first sense of a word is not always the concrete one).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: lexicographer files that make a noun sense "concrete enough" for the game
+CONCRETE_LEXNAMES = (
+    "noun.animal", "noun.artifact", "noun.food", "noun.plant",
+    "noun.object", "noun.body", "noun.substance",
+)
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class SecretWord:
+    word: str
+    synset: str  # e.g. "dog.n.01"
+    category: str  # lexname without "noun.", e.g. "animal"
+
+
+def qualifying_synset(wn: Any, word: str) -> Any | None:
+    """The first noun sense (WordNet order) of `word` in a concrete lexicographer file.
+
+    Only senses that list `word` itself as a lemma count, so "glasses" is spectacles and never
+    falls back to the senses of "glass".
+    """
+    key = word.strip().lower().replace(" ", "_")
+    for syn in wn.synsets(key, "n"):
+        names = {name.lower() for name in syn.lemma_names()}
+        if key in names and syn.lexname() in CONCRETE_LEXNAMES:
+            return syn
+    return None
+
+
+def secret_from_synset(word: str, syn: Any) -> SecretWord:
+    return SecretWord(word=word, synset=syn.name(), category=syn.lexname().split(".", 1)[1])
+
+
+def repo_root() -> Path:
+    """The repository root (the package is installed editable from src/turncredit)."""
+    return Path(__file__).resolve().parents[4]
+
+
+def default_words_path(split: str) -> Path:
+    """The shipped word list of a split: data/words/<split>.tsv."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    return repo_root() / "data" / "words" / f"{split}.tsv"
+
+
+def load_words(path: str | Path) -> list[SecretWord]:
+    """Our TSV (header word, synset, category, ...) or a plain file of one word per line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"word list not found: {path}")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = next((ln for ln in lines if ln.strip()), "")
+    if first.split("\t")[0].strip().lower() == "word" and "\t" in first:
+        words = _load_tsv(path, lines)
+    else:
+        words = _load_plain(path, lines)
+    if not words:
+        raise ValueError(
+            f"{path}: no words found (expected a TSV with a 'word' header or one word per line)"
+        )
+    return words
+
+
+def _load_tsv(path: Path, lines: list[str]) -> list[SecretWord]:
+    reader = csv.DictReader(lines, delimiter="\t")
+    cols = reader.fieldnames or []
+    missing = [c for c in ("word", "synset") if c not in cols]
+    if missing:
+        raise ValueError(
+            f"{path}: missing column(s) {missing} in header (expected word, synset, category, ...)"
+        )
+    out = []
+    for n, row in enumerate(reader, 2):
+        word, synset = (row.get("word") or "").strip(), (row.get("synset") or "").strip()
+        if not word and not synset:
+            continue
+        if not word or not synset:
+            raise ValueError(f"{path}:{n}: expected a word and a synset, got {word!r}, {synset!r}")
+        category = (row.get("category") or "").strip()
+        if not category:
+            category = _synset_category(path, n, synset)
+        out.append(SecretWord(word=word, synset=synset, category=category))
+    return out
+
+
+def _synset_category(path: Path, n: int, synset: str) -> str:
+    from turncredit.envs.twenty_questions.wordnet import load_wordnet
+
+    try:
+        syn = load_wordnet().synset(synset)
+    except Exception:
+        raise ValueError(
+            f"{path}:{n}: unknown WordNet synset {synset!r} (expected e.g. dog.n.01)"
+        ) from None
+    return syn.lexname().split(".", 1)[-1]
+
+
+def _load_plain(path: Path, lines: list[str]) -> list[SecretWord]:
+    from turncredit.envs.twenty_questions.wordnet import load_wordnet
+
+    wn = load_wordnet()
+    out = []
+    for n, line in enumerate(lines, 1):
+        word = line.strip()
+        if not word or word.startswith("#"):
+            continue
+        syn = qualifying_synset(wn, word)
+        if syn is None:
+            raise ValueError(
+                f"{path}:{n}: word {word!r} has no concrete WordNet noun sense "
+                f"(one of {', '.join(CONCRETE_LEXNAMES)})"
+            )
+        out.append(secret_from_synset(word, syn))
+    return out

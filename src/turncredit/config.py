@@ -57,6 +57,8 @@ class RolloutConfig:
     max_new_tokens: int = 50
     #: how many episodes generate together (0 = all active episodes of the step)
     batch_size: int = 64
+    #: "kv" keeps each batch's KV cache across turns; "recompute" re-prefills every turn
+    backend: Literal["kv", "recompute"] = "kv"
 
 
 @dataclass

@@ -6,8 +6,6 @@ import statistics
 from collections import defaultdict
 from typing import Any, Callable, Sequence
 
-import torch
-
 from turncredit.envs.base import MultiTurnEnv, Task
 from turncredit.episode import Episode
 from turncredit.metrics import success_summary
@@ -51,7 +49,6 @@ def evaluate_policy(
     """Play k games per task with the policy; every sample of a task sees the same task instance."""
     rep = [t for t in tasks for _ in range(k)]
     gids = [t.task_id for t in rep]
-    torch.manual_seed(seed)
     stats = RolloutStats()
     eps = run_episodes(env, session.backend, session.bridge, rep, gids, params, seed=seed,
                        batch_size=batch_size, stats=stats)

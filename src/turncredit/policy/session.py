@@ -12,7 +12,7 @@ import torch
 from turncredit.chat import ChatBridge
 from turncredit.config import Config
 from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoint
-from turncredit.rollout import HFBackend
+from turncredit.policy.backends import BACKENDS, PolicyBackend
 
 
 @dataclass
@@ -20,16 +20,17 @@ class PolicySession:
     model: torch.nn.Module
     tokenizer: Any
     bridge: ChatBridge
-    backend: HFBackend
+    backend: PolicyBackend
 
     @property
     def pad_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
 
     @classmethod
-    def from_model(cls, model: torch.nn.Module, tokenizer: Any) -> "PolicySession":
+    def from_model(cls, model: torch.nn.Module, tokenizer: Any, backend: str = "kv") -> "PolicySession":
         bridge = ChatBridge(tokenizer)
-        return cls(model, tokenizer, bridge, HFBackend(model, bridge, int(tokenizer.pad_token_id)))
+        engine = BACKENDS.get(backend)(model, bridge.end_of_turn_id, int(tokenizer.pad_token_id))
+        return cls(model, tokenizer, bridge, engine)
 
     @classmethod
     def from_config(cls, cfg: Config, model_name: str | None = None) -> "PolicySession":
@@ -45,7 +46,7 @@ class PolicySession:
             if lora.enabled else None
         )
         model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts)
-        return cls.from_model(model, tokenizer)
+        return cls.from_model(model, tokenizer, cfg.rollout.backend)
 
     def reference_logprobs_fn(self):
         """A function giving log-probs under the frozen starting policy, for the KL term.

@@ -71,7 +71,6 @@ class Trainer:
         r = self.cfg.rollout
         tasks, gids = self.sample_groups(step)
         stats = RolloutStats()
-        torch.manual_seed(self.cfg.run.seed * 1_000_003 + step)
         eps = run_episodes(
             self.env, self.session.backend, self.session.bridge, tasks, gids,
             SamplingParams(r.temperature, r.top_p, r.max_new_tokens),

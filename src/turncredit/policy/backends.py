@@ -1,0 +1,248 @@
+"""Generation backends for the rollout engine, behind one small stateful interface.
+
+A rollout opens a `GenerationState` for a batch of episodes and, each turn, hands it the new
+tokens of each active row (the opening prompt on turn 0, the bridged reply afterwards); the state
+appends them and samples the row's next action. What a backend keeps between turns is its own
+business: `KVCacheBackend` keeps the whole batch's KV cache, so a turn costs only its new tokens;
+`RecomputeBackend` re-prefills each row's history every turn (the usual naive loop, kept as the
+reference the fast one is tested against).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import torch
+
+from turncredit.registry import Registry
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 50
+    greedy: bool = False
+
+
+@dataclass
+class Generation:
+    ids: list[int]
+    logprobs: list[float]  # the sampler's log-probs of `ids` (after temperature / top-p)
+
+
+class GenerationState(Protocol):
+    def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        """Append `new_tokens[j]` to row `rows[j]`, then sample one action per row."""
+
+    def finish(self, rows: Sequence[int]) -> None:
+        """These rows are done; free what they hold."""
+
+
+class PolicyBackend(Protocol):
+    def start(self, n_rows: int, seed: int) -> GenerationState: ...
+
+
+def sample_next(logits: torch.Tensor, params: SamplingParams, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw one token per row from softmax(logits / T) restricted to the top-p nucleus.
+
+    Returns the tokens and their log-probs under that (renormalised) sampling distribution.
+    """
+    logits = logits.float()
+    if params.greedy:
+        tok = logits.argmax(dim=-1)
+        return tok, torch.log_softmax(logits, -1).gather(-1, tok[:, None]).squeeze(-1)
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    if params.top_p < 1.0:
+        sorted_p, idx = probs.sort(dim=-1, descending=True)
+        outside = sorted_p.cumsum(-1) - sorted_p >= params.top_p  # mass before this token ≥ p
+        sorted_p = sorted_p.masked_fill(outside, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    tok = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+    return tok, probs.gather(-1, tok[:, None]).squeeze(-1).log()
+
+
+class KVCacheBackend:
+    """One KV cache per batch, kept across turns; finished episodes leave the batch.
+
+    Rows of different lengths share the cache's sequence axis: each turn's new tokens are
+    left-padded to a common width, so padding sits as masked "holes" inside a row, and every
+    token gets its true position id, so the logits equal those of the unpadded sequence.
+    """
+
+    def __init__(self, model: torch.nn.Module, end_of_turn_id: int, pad_token_id: int) -> None:
+        self.model = model
+        self.eot = end_of_turn_id
+        self.pad = pad_token_id
+        self.cache_kwarg = _cache_kwarg(model)
+
+    def start(self, n_rows: int, seed: int) -> "_KVState":
+        return _KVState(self, n_rows, seed)
+
+
+class _KVState:
+    def __init__(self, backend: KVCacheBackend, n_rows: int, seed: int) -> None:
+        self.b = backend
+        self.slot = {r: r for r in range(n_rows)}  # row id → index in the batch tensors
+        self.cache = None
+        self.mask = torch.zeros((n_rows, 0), dtype=torch.long)
+        self.next_pos = torch.zeros(n_rows, dtype=torch.long)
+        self.unfed: dict[int, list[int]] = {r: [] for r in range(n_rows)}  # sampled, not yet in cache
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def _forward(self, ids: torch.Tensor, new_mask: torch.Tensor) -> torch.Tensor:
+        pos = self.next_pos[:, None] + new_mask.cumsum(-1) - 1
+        pos = pos.clamp(min=0) * new_mask
+        self.mask = torch.cat([self.mask, new_mask], dim=1)
+        out = self.b.model(input_ids=ids, attention_mask=self.mask, position_ids=pos,
+                           use_cache=True, logits_to_keep=1, **{self.b.cache_kwarg: self.cache})
+        self.cache = getattr(out, self.b.cache_kwarg)
+        self.next_pos += new_mask.sum(-1)
+        return out.logits[:, -1]
+
+    @torch.no_grad()
+    def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        model = self.b.model
+        was_training = model.training
+        model.eval()
+        n = len(self.slot)
+        width = max(len(self.unfed[r]) + len(t) for r, t in zip(rows, new_tokens))
+        ids = torch.full((n, width), self.b.pad, dtype=torch.long)
+        new_mask = torch.zeros((n, width), dtype=torch.long)
+        for r, toks in zip(rows, new_tokens):
+            seq = self.unfed[r] + list(toks)
+            self.unfed[r] = []
+            s = self.slot[r]
+            ids[s, width - len(seq):] = torch.tensor(seq)
+            new_mask[s, width - len(seq):] = 1
+        logits = self._forward(ids, new_mask)
+
+        active = torch.zeros(n, dtype=torch.bool)
+        idx = torch.tensor([self.slot[r] for r in rows])
+        active[idx] = True
+        out_ids: list[list[int]] = [[] for _ in range(n)]
+        out_lp: list[list[float]] = [[] for _ in range(n)]
+        for step in range(params.max_new_tokens):
+            tok, lp = sample_next(logits[idx], params, self.gen)
+            still = []
+            for j, s in enumerate(idx.tolist()):
+                out_ids[s].append(int(tok[j]))
+                out_lp[s].append(float(lp[j]))
+                if int(tok[j]) == self.b.eot:
+                    active[s] = False
+                else:
+                    still.append(s)
+            if not still or step == params.max_new_tokens - 1:
+                break
+            feed = torch.full((n, 1), self.b.pad, dtype=torch.long)
+            feed[idx, 0] = tok
+            logits = self._forward(feed, active.long()[:, None])
+            idx = torch.tensor(still)
+        # each action's last token was sampled but not fed: it goes in with the next turn
+        for r in rows:
+            self.unfed[r] = out_ids[self.slot[r]][-1:]
+        if was_training:
+            model.train()
+        return [Generation(out_ids[self.slot[r]], out_lp[self.slot[r]]) for r in rows]
+
+    def finish(self, rows: Sequence[int]) -> None:
+        gone = {self.slot.pop(r) for r in rows if r in self.slot}
+        if not gone:
+            return
+        for r in rows:
+            self.unfed.pop(r, None)
+        keep_old = sorted(self.slot.values())
+        self.slot = {r: keep_old.index(s) for r, s in self.slot.items()}
+        keep = torch.tensor(keep_old, dtype=torch.long)
+        if self.cache is not None and len(keep):
+            self.cache.batch_select_indices(keep)
+        self.mask = self.mask[keep]
+        self.next_pos = self.next_pos[keep]
+        # drop sequence columns no remaining row uses
+        used = self.mask.any(dim=0) if len(keep) else torch.zeros(self.mask.shape[1], dtype=torch.bool)
+        if len(keep) and not bool(used.all()) and self.cache is not None:
+            cols = used.nonzero().squeeze(-1)
+            self.mask = self.mask[:, cols]
+            _select_columns(self.cache, cols)
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str:
+    """transformers renamed `past_key_values` to `cache` during 5.x; speak whichever it takes."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(core.forward).parameters else "past_key_values"
+
+
+def _select_columns(cache, cols: torch.Tensor) -> None:
+    """Keep only sequence positions `cols` in every layer of a DynamicCache."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(-2, cols)
+        layer.values = layer.values.index_select(-2, cols)
+
+
+class RecomputeBackend:
+    """Re-prefill each row's whole history every turn with `transformers`' `generate`."""
+
+    def __init__(self, model: torch.nn.Module, end_of_turn_id: int, pad_token_id: int) -> None:
+        self.model = model
+        self.eot = end_of_turn_id
+        self.pad = pad_token_id
+
+    def start(self, n_rows: int, seed: int) -> "_RecomputeState":
+        torch.manual_seed(seed)
+        return _RecomputeState(self, n_rows)
+
+
+class _RecomputeState:
+    def __init__(self, backend: RecomputeBackend, n_rows: int) -> None:
+        self.b = backend
+        self.ctx: dict[int, list[int]] = {r: [] for r in range(n_rows)}
+
+    @torch.no_grad()
+    def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        from transformers import GenerationConfig
+
+        for r, t in zip(rows, new_tokens):
+            self.ctx[r] += list(t)
+        contexts = [self.ctx[r] for r in rows]
+        width = max(len(c) for c in contexts)
+        ids = torch.full((len(rows), width), self.b.pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, c in enumerate(contexts):
+            ids[i, width - len(c):] = torch.tensor(c)
+            mask[i, width - len(c):] = 1
+        sampled = not params.greedy
+        cfg = GenerationConfig(
+            do_sample=sampled, temperature=params.temperature if sampled else None,
+            top_p=params.top_p if sampled else None, top_k=0 if sampled else None,
+            max_new_tokens=params.max_new_tokens, eos_token_id=self.b.eot, pad_token_id=self.b.pad,
+        )
+        model = self.b.model
+        was_training = model.training
+        model.eval()
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
+                             output_scores=True, return_dict_in_generate=True)
+        if was_training:
+            model.train()
+        new = out.sequences[:, width:]
+        logprobs = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)
+        picked = logprobs.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        results = []
+        for i, r in enumerate(rows):
+            toks = new[i].tolist()
+            if self.b.eot in toks:
+                toks = toks[: toks.index(self.b.eot) + 1]
+            self.ctx[r] += toks
+            results.append(Generation(toks, picked[i, : len(toks)].tolist()))
+        return results
+
+    def finish(self, rows: Sequence[int]) -> None:
+        for r in rows:
+            self.ctx.pop(r, None)
+
+
+BACKENDS: Registry[type] = Registry("generation backend")
+BACKENDS.register("kv")(KVCacheBackend)
+BACKENDS.register("recompute")(RecomputeBackend)

@@ -1,0 +1,71 @@
+"""The KV-cache backend must sample from exactly the distribution a clean forward pass gives."""
+
+import torch
+
+from turncredit.chat import ChatBridge
+from turncredit.policy.backends import KVCacheBackend, RecomputeBackend, SamplingParams, sample_next
+
+MSGS = [[{"role": "system", "content": "You play a game."},
+         {"role": "user", "content": "Ask a question" + "!" * i}] for i in range(4)]
+
+
+def clean_logprobs(model, seq, n):
+    """Log-probs of the last n tokens of `seq` from one unpadded forward pass."""
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([seq])).logits[0].float(), -1)
+    start = len(seq) - n
+    return [lp[start - 1 + j, seq[start + j]].item() for j in range(n)]
+
+
+def two_turns(backend_cls, model, tok, params, finish_row=None):
+    bridge = ChatBridge(tok)
+    state = backend_cls(model, bridge.end_of_turn_id, tok.pad_token_id).start(4, seed=0)
+    ctx = [bridge.opening_ids(m) for m in MSGS]
+    first = state.generate(range(4), ctx, params)
+    rows = [r for r in range(4) if r != finish_row]
+    if finish_row is not None:
+        state.finish([finish_row])
+    replies = {r: bridge.reply_ids("No." * (r + 1), first[r].ids[-1] == bridge.end_of_turn_id) for r in rows}
+    second = state.generate(rows, [replies[r] for r in rows], params)
+    return ctx, first, replies, dict(zip(rows, second))
+
+
+def test_kv_logprobs_equal_a_clean_forward_after_holes_and_finish(tiny_policy, smol_tokenizer):
+    ctx, first, replies, second = two_turns(KVCacheBackend, tiny_policy, smol_tokenizer,
+                                            SamplingParams(max_new_tokens=10), finish_row=1)
+    assert set(second) == {0, 2, 3}
+    for r, gen in second.items():
+        seq = ctx[r] + first[r].ids + replies[r] + gen.ids
+        ref = clean_logprobs(tiny_policy, seq, len(gen.ids))
+        assert max(abs(a - b) for a, b in zip(ref, gen.logprobs)) < 1e-4
+        ref1 = clean_logprobs(tiny_policy, ctx[r] + first[r].ids, len(first[r].ids))
+        assert max(abs(a - b) for a, b in zip(ref1, first[r].logprobs)) < 1e-4
+
+
+def test_kv_and_recompute_agree_greedily(tiny_policy, smol_tokenizer):
+    p = SamplingParams(max_new_tokens=8, greedy=True)
+    _, f1, _, s1 = two_turns(KVCacheBackend, tiny_policy, smol_tokenizer, p)
+    _, f2, _, s2 = two_turns(RecomputeBackend, tiny_policy, smol_tokenizer, p)
+    assert [g.ids for g in f1] == [g.ids for g in f2]
+    assert {r: g.ids for r, g in s1.items()} == {r: g.ids for r, g in s2.items()}
+
+
+def test_top_p_samples_only_the_nucleus_and_renormalises():
+    # probs 0.5, 0.3, 0.15, 0.05: nucleus for p=0.7 is {0, 1} (mass before token 2 is 0.8 ≥ 0.7)
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(2000, 1)
+    g = torch.Generator().manual_seed(0)
+    tok, lp = sample_next(logits, SamplingParams(top_p=0.7), g)
+    assert set(tok.tolist()) == {0, 1}
+    expected = {0: 0.5 / 0.8, 1: 0.3 / 0.8}
+    for t, l in zip(tok.tolist()[:20], lp.tolist()[:20]):
+        assert abs(l - torch.log(torch.tensor(expected[t])).item()) < 1e-6
+    frac0 = (tok == 0).float().mean().item()
+    assert abs(frac0 - 0.625) < 0.05
+
+
+def test_temperature_scales_logits():
+    logits = torch.tensor([[2.0, 0.0]])
+    _, lp = sample_next(logits, SamplingParams(temperature=2.0, greedy=False), torch.Generator().manual_seed(1))
+    # softmax([1, 0]) = [e/(e+1), 1/(e+1)]
+    import math
+    assert min(abs(lp.item() - math.log(math.e / (math.e + 1))), abs(lp.item() - math.log(1 / (math.e + 1)))) < 1e-6

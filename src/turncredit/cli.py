@@ -70,7 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # overrides may follow options (`--expert train.lr=1`): argparse leaves those over
+    args, extra = parser.parse_known_args(argv)
+    unknown = [x for x in extra if x.startswith("-") or "=" not in x]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.overrides = list(args.overrides) + extra
     from turncredit.config import ConfigError, load_config
 
     try:
@@ -123,9 +129,9 @@ def _evaluate(cfg, model_name: str, session=None):
     from turncredit.rollout import SamplingParams
 
     e = cfg.eval
-    session = session or PolicySession.from_config(cfg, model_name)
     env = make_env(cfg.env.name, validate_env_options(cfg))
-    tasks = eval_tasks(env, e.split, e.num_tasks)
+    tasks = eval_tasks(env, e.split, e.num_tasks)  # a bad word file fails before the model loads
+    session = session or PolicySession.from_config(cfg, model_name)
     t0 = time.perf_counter()
     res, eps = evaluate_policy(session, env, tasks, e.k, SamplingParams(e.temperature, e.top_p, e.max_new_tokens),
                                seed=cfg.run.seed, batch_size=e.batch_size)
@@ -220,8 +226,8 @@ def cmd_pipeline(cfg, args) -> int:
 
     def report(label: str, res: dict[str, Any]) -> None:
         summary["eval"][label] = res
-        print(f"[{label}] success Mean@{cfg.eval.k} {100 * res['mean_at_k']:.1f}%  "
-              f"Pass@{cfg.eval.k} {100 * res['pass_at_k']:.1f}%  questions {res['avg_questions']:.2f}", flush=True)
+        print(f"[{label}] success Mean@{res['k']} {100 * res['mean_at_k']:.1f}%  "
+              f"Pass@{res['k']} {100 * res['pass_at_k']:.1f}%  questions {res['avg_questions']:.2f}", flush=True)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
     report("expert (ceiling)", stage("eval expert", lambda: _evaluate_expert(cfg)))

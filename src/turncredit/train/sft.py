@@ -109,7 +109,7 @@ def run_sft(
             gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             opt.step()
             step += 1
-            rec = {"step": step, "epoch": epoch, "loss": float(loss), "grad_norm": float(gn),
+            rec = {"step": step, "epoch": epoch, "loss": loss.item(), "grad_norm": gn.item(),
                    "tokens": batch.num_tokens, "seconds": time.perf_counter() - t0}
             history.append(rec)
             if log_path:

@@ -1,0 +1,82 @@
+"""The command line end to end with the tiny model: sft → train → eval, help and bad input."""
+
+import json
+
+import pytest
+
+from turncredit.cli import build_parser, main
+from turncredit.policy.loading import save_checkpoint
+
+CONFIG = "configs/20q-starpo.yaml"
+SMALL = ["env.options.max_turns=2", "env.options.num_candidates=4", "rollout.tasks_per_step=2",
+         "rollout.group_size=2", "rollout.max_new_tokens=4", "eval.num_tasks=2", "eval.k=2",
+         "eval.max_new_tokens=4", "train.steps=1", "sft.num_demos=4", "sft.epochs=1", "run.threads=0"]
+
+
+@pytest.fixture
+def tiny_dir(tmp_path, tiny_policy, smol_tokenizer):
+    return str(save_checkpoint(tiny_policy, smol_tokenizer, tmp_path / "tiny"))
+
+
+@pytest.fixture(autouse=True)
+def repo_root(monkeypatch):
+    from pathlib import Path
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+
+
+def test_sft_train_eval_from_the_command_line(tmp_path, tiny_dir, capsys):
+    out = tmp_path / "out"
+    common = SMALL + [f"model.name={tiny_dir}", f"run.out_dir={out}", "run.name=cli"]
+    assert main(["sft", CONFIG, *common]) == 0
+    sft_ckpt = out / "cli-sft" / "checkpoint"
+    assert (sft_ckpt / "model.safetensors").is_file()
+    assert len((out / "cli-sft" / "demos.jsonl").read_text().splitlines()) == 4
+
+    assert main(["train", CONFIG, *common, f"model.name={sft_ckpt}"]) == 0
+    assert (out / "cli" / "checkpoint" / "model.safetensors").is_file()
+    assert "step    1" in capsys.readouterr().out
+
+    res = tmp_path / "eval.json"
+    assert main(["eval", CONFIG, "--model", str(out / "cli" / "checkpoint"), "--expert", "--out", str(res), *common]) == 0
+    rows = json.loads(res.read_text())
+    model_row = rows[str(out / "cli" / "checkpoint")]
+    assert model_row["n_tasks"] == 2 and model_row["n_samples"] == 4
+    assert rows["expert (ceiling)"]["mean_at_k"] == 1.0
+    assert "Mean@2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline"])
+def test_help_explains_every_option(command, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    text = capsys.readouterr().out
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
+    for action in sub._actions:
+        if action.help == "==SUPPRESS==" or action.dest == "help":
+            continue
+        assert action.help, f"{command} {action.dest} has no help"
+        for opt in action.option_strings:
+            assert opt in text
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.name=./no/such/model", "model path not found: ./no/such/model"),
+    ("env.options.words_test=/no/such/words.tsv", "word list not found: /no/such/words.tsv"),
+    ("train.stepz=3", "train.stepz: unknown key"),
+])
+def test_bad_input_is_a_one_line_error(override, message, capsys):
+    assert main(["eval", CONFIG, override, "eval.num_tasks=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_overrides_may_follow_options():
+    import turncredit.cli as cli
+
+    seen = {}
+    cli.COMMANDS["eval"], saved = (lambda cfg, args: seen.update(lr=cfg.train.lr, expert=args.expert) or 0), cli.COMMANDS["eval"]
+    try:
+        assert main(["eval", CONFIG, "--expert", "train.lr=0.5"]) == 0
+    finally:
+        cli.COMMANDS["eval"] = saved
+    assert seen == {"lr": 0.5, "expert": True}

@@ -19,6 +19,11 @@ def test_yaml_and_dotted_overrides_are_applied(tmp_path):
     assert cfg.train.clip_high == Config().train.clip_high  # untouched default
 
 
+def test_estimator_options_are_accepted_when_known():
+    cfg = load_config(None, ["algo.estimator_options={normalize_std: false, epsilon: 1.0e-4}"])
+    assert cfg.algo.estimator_options == {"normalize_std": False, "epsilon": 1e-4}
+
+
 def test_int_accepted_for_float():
     cfg = load_config(None, ["train.lr=1"])
     assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)
@@ -35,6 +40,12 @@ def test_int_accepted_for_float():
     ("env.options.max_turns=many", "env.options.max_turns: expected int"),
     ("env.name=chess", "env.name: unknown environment 'chess'"),
     ("rollout.top_p=0", "rollout.top_p: expected in (0, 1]"),
+    ("algo.estimator=foo", "algo.estimator: unknown credit estimator 'foo'"),
+    ("algo.estimator_options={bogus: 1}", "algo.estimator_options.bogus: unknown option of 'grpo'"),
+    ("train.kl_coef=0.1", "train.kl_coef: expected 0 when train.kl is none"),
+    ("eval.temperature=0", "eval.temperature: expected > 0"),
+    ("sft.epochs=0", "sft.epochs: expected ≥ 1"),
+    ("train.clip_low=1.5", "train.clip_low: expected in [0, 1)"),
 ])
 def test_bad_values_name_the_key_path(override, message):
     with pytest.raises(ConfigError) as e:

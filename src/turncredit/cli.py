@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.config, args.overrides)
         return COMMANDS[args.command](cfg, args)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"turncredit: error: {e}", file=sys.stderr)
         return 2
 
@@ -122,14 +122,13 @@ def cmd_eval(cfg, args) -> int:
 
 
 def _evaluate(cfg, model_name: str, session=None):
-    from turncredit.config import validate_env_options
-    from turncredit.envs import make_env
+    from turncredit.config import env_from_config
     from turncredit.evaluate import eval_tasks, evaluate_policy
     from turncredit.policy.session import PolicySession
     from turncredit.rollout import SamplingParams
 
     e = cfg.eval
-    env = make_env(cfg.env.name, validate_env_options(cfg))
+    env = env_from_config(cfg)
     tasks = eval_tasks(env, e.split, e.num_tasks)  # a bad word file fails before the model loads
     session = session or PolicySession.from_config(cfg, model_name)
     t0 = time.perf_counter()
@@ -140,12 +139,11 @@ def _evaluate(cfg, model_name: str, session=None):
 
 
 def _evaluate_expert(cfg) -> dict[str, Any]:
-    from turncredit.config import validate_env_options
-    from turncredit.envs import make_env
+    from turncredit.config import env_from_config
     from turncredit.envs.twenty_questions.expert import ExpertQuestioner
     from turncredit.evaluate import eval_tasks, evaluate_player
 
-    env = make_env(cfg.env.name, validate_env_options(cfg))
+    env = env_from_config(cfg)
     expert = ExpertQuestioner()
     res, _ = evaluate_player(expert.play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.run.seed)
     return res
@@ -154,12 +152,11 @@ def _evaluate_expert(cfg) -> dict[str, Any]:
 def make_demos(cfg, n: int, split: str = "train"):
     import random
 
-    from turncredit.config import validate_env_options
-    from turncredit.envs import make_env
+    from turncredit.config import env_from_config
     from turncredit.envs.twenty_questions.expert import ExpertQuestioner
     from turncredit.rollout import task_rng
 
-    env = make_env(cfg.env.name, validate_env_options(cfg))
+    env = env_from_config(cfg)
     expert = ExpertQuestioner()
     rng = random.Random(cfg.run.seed)
     tasks = env.sample_tasks(split, n, rng)
@@ -224,6 +221,13 @@ def cmd_pipeline(cfg, args) -> int:
         summary["stages"][name] = {"seconds": round(time.perf_counter() - t0, 1)}
         return out
 
+    def evaluated(label: str, cfg_, model: str, session=None) -> dict[str, Any]:
+        from turncredit.episode import write_episodes
+
+        res, eps = _evaluate(cfg_, model, session)
+        write_episodes(run_dir / "eval" / f"{label.replace(' ', '_').replace('+', 'and')}.jsonl", eps)
+        return res
+
     def report(label: str, res: dict[str, Any]) -> None:
         summary["eval"][label] = res
         print(f"[{label}] success Mean@{res['k']} {100 * res['mean_at_k']:.1f}%  "
@@ -232,11 +236,11 @@ def cmd_pipeline(cfg, args) -> int:
 
     report("expert (ceiling)", stage("eval expert", lambda: _evaluate_expert(cfg)))
     if not args.skip_base_eval:
-        report("untrained", stage("eval untrained", lambda: _evaluate(cfg, cfg.model.name)[0]))
+        report("untrained", stage("eval untrained", lambda: evaluated("untrained", cfg, cfg.model.name)))
     ckpt, sft_summary = stage("sft", lambda: run_sft_stage(cfg, run_dir / "sft"))
     summary["sft"] = sft_summary
     print(f"[sft] {sft_summary['steps']} steps, loss {sft_summary['loss_first']:.3f} → {sft_summary['loss_last']:.3f}", flush=True)
-    report("after SFT", stage("eval SFT", lambda: _evaluate(cfg, str(ckpt))[0]))
+    report("after SFT", stage("eval SFT", lambda: evaluated("after SFT", cfg, str(ckpt))))
 
     rl_cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=str(ckpt)))
 
@@ -247,7 +251,7 @@ def cmd_pipeline(cfg, args) -> int:
         return trainer
 
     trainer = stage("rl", rl)
-    report("after SFT + RL", stage("eval RL", lambda: _evaluate(rl_cfg, str(run_dir / "rl" / "checkpoint"), trainer.session)[0]))
+    report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), trainer.session)))
     print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
     print(f"stage seconds: {json.dumps({k: v['seconds'] for k, v in summary['stages'].items()})}")
     print(f"summary: {run_dir / 'summary.json'}")

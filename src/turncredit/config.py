@@ -39,6 +39,10 @@ class ModelConfig:
     name: str = "smollm2"
     dtype: Literal["float32", "bfloat16"] = "float32"
     lora: LoraConfig = field(default_factory=LoraConfig)
+    #: "auto" = cuda when available, else cpu; or any torch device string
+    device: str = "auto"
+    #: passed to the chat template, e.g. {enable_thinking: false} for Qwen3
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,7 +87,7 @@ class TrainConfig:
     entropy_coef: float = 0.0
     grad_clip: float = 1.0
     ppo_epochs: int = 1
-    #: optimiser steps per epoch; the step's episodes are split into this many minibatches
+    #: optimiser steps per epoch: the step's micro-batches are dealt into this many minibatches
     minibatches: int = 1
     #: sequences per forward/backward (gradient accumulation inside a minibatch)
     micro_batch_size: int = 8
@@ -269,6 +273,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data = apply_overrides(data, overrides or [])
     cfg = build(Config, data)
     validate_env_options(cfg)
+    validate_estimator(cfg)
     _check_ranges(cfg)
     return cfg
 
@@ -284,6 +289,32 @@ def validate_env_options(cfg: Config) -> Any:
     return build(env_cls.Options, cfg.env.options, "env.options")
 
 
+def env_from_config(cfg: Config) -> Any:
+    """The configured environment, its options validated."""
+    from turncredit.envs import make_env
+
+    return make_env(cfg.env.name, validate_env_options(cfg))
+
+
+def validate_estimator(cfg: Config) -> None:
+    """Check algo.estimator and its options now, not after the first rollout."""
+    import inspect
+
+    from turncredit.credit import ESTIMATORS
+
+    try:
+        fn = ESTIMATORS.get(cfg.algo.estimator)
+    except KeyError as e:
+        raise ConfigError(f"algo.estimator: {e.args[0]}") from None
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
+        for key in cfg.algo.estimator_options:
+            if key not in params:
+                raise ConfigError(f"algo.estimator_options.{key}: unknown option of "
+                                  f"{cfg.algo.estimator!r} (accepted: {', '.join(accepted) or 'none'})")
+
+
 def _check_ranges(cfg: Config) -> None:
     checks = [
         ("rollout.group_size", cfg.rollout.group_size >= 1, "≥ 1"),
@@ -294,7 +325,23 @@ def _check_ranges(cfg: Config) -> None:
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
         ("train.micro_batch_size", cfg.train.micro_batch_size >= 1, "≥ 1"),
+        ("rollout.max_new_tokens", cfg.rollout.max_new_tokens >= 1, "≥ 1"),
+        ("rollout.batch_size", cfg.rollout.batch_size >= 0, "≥ 0"),
+        ("train.steps", cfg.train.steps >= 0, "≥ 0"),
+        ("train.ppo_epochs", cfg.train.ppo_epochs >= 1, "≥ 1"),
+        ("train.clip_low", 0 <= cfg.train.clip_low < 1, "in [0, 1)"),
+        ("train.clip_high", cfg.train.clip_high >= 0, "≥ 0"),
+        ("train.save_every", cfg.train.save_every >= 0, "≥ 0"),
+        ("train.kl_coef", cfg.train.kl_coef == 0 or cfg.train.kl != "none",
+         "0 when train.kl is none (set train.kl: k1 or k3)"),
         ("eval.k", cfg.eval.k >= 1, "≥ 1"),
+        ("eval.temperature", cfg.eval.temperature > 0, "> 0"),
+        ("eval.top_p", 0 < cfg.eval.top_p <= 1, "in (0, 1]"),
+        ("eval.max_new_tokens", cfg.eval.max_new_tokens >= 1, "≥ 1"),
+        ("eval.num_tasks", cfg.eval.num_tasks >= 0, "≥ 0"),
+        ("sft.epochs", cfg.sft.epochs >= 1, "≥ 1"),
+        ("sft.batch_size", cfg.sft.batch_size >= 1, "≥ 1"),
+        ("sft.num_demos", cfg.sft.num_demos >= 1, "≥ 1"),
     ]
     for key, ok, expected in checks:
         if not ok:

@@ -88,12 +88,14 @@ class _KVState:
         self.b = backend
         self.slot = {r: r for r in range(n_rows)}  # row id → index in the batch tensors
         self.cache = None
-        self.mask = torch.zeros((n_rows, 0), dtype=torch.long)
-        self.next_pos = torch.zeros(n_rows, dtype=torch.long)
+        self.device = next(backend.model.parameters()).device
+        self.mask = torch.zeros((n_rows, 0), dtype=torch.long, device=self.device)
+        self.next_pos = torch.zeros(n_rows, dtype=torch.long, device=self.device)
         self.unfed: dict[int, list[int]] = {r: [] for r in range(n_rows)}  # sampled, not yet in cache
-        self.gen = torch.Generator().manual_seed(seed)
+        self.gen = torch.Generator(device=self.device).manual_seed(seed)
 
     def _forward(self, ids: torch.Tensor, new_mask: torch.Tensor) -> torch.Tensor:
+        ids, new_mask = ids.to(self.device), new_mask.to(self.device)
         pos = self.next_pos[:, None] + new_mask.cumsum(-1) - 1
         pos = pos.clamp(min=0) * new_mask
         self.mask = torch.cat([self.mask, new_mask], dim=1)
@@ -108,6 +110,12 @@ class _KVState:
         model = self.b.model
         was_training = model.training
         model.eval()
+        try:
+            return self._generate(rows, new_tokens, params)
+        finally:
+            model.train(was_training)
+
+    def _generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
         n = len(self.slot)
         width = max(len(self.unfed[r]) + len(t) for r, t in zip(rows, new_tokens))
         ids = torch.full((n, width), self.b.pad, dtype=torch.long)
@@ -120,32 +128,30 @@ class _KVState:
             new_mask[s, width - len(seq):] = 1
         logits = self._forward(ids, new_mask)
 
-        active = torch.zeros(n, dtype=torch.bool)
-        idx = torch.tensor([self.slot[r] for r in rows])
+        active = torch.zeros(n, dtype=torch.bool, device=self.device)
+        idx = torch.tensor([self.slot[r] for r in rows], device=self.device)
         active[idx] = True
         out_ids: list[list[int]] = [[] for _ in range(n)]
         out_lp: list[list[float]] = [[] for _ in range(n)]
         for step in range(params.max_new_tokens):
             tok, lp = sample_next(logits[idx], params, self.gen)
             still = []
-            for j, s in enumerate(idx.tolist()):
-                out_ids[s].append(int(tok[j]))
-                out_lp[s].append(float(lp[j]))
-                if int(tok[j]) == self.b.eot:
+            for s, t, l in zip(idx.tolist(), tok.tolist(), lp.tolist()):
+                out_ids[s].append(t)
+                out_lp[s].append(l)
+                if t == self.b.eot:
                     active[s] = False
                 else:
                     still.append(s)
             if not still or step == params.max_new_tokens - 1:
                 break
-            feed = torch.full((n, 1), self.b.pad, dtype=torch.long)
+            feed = torch.full((n, 1), self.b.pad, dtype=torch.long, device=self.device)
             feed[idx, 0] = tok
             logits = self._forward(feed, active.long()[:, None])
-            idx = torch.tensor(still)
+            idx = torch.tensor(still, device=self.device)
         # each action's last token was sampled but not fed: it goes in with the next turn
         for r in rows:
             self.unfed[r] = out_ids[self.slot[r]][-1:]
-        if was_training:
-            model.train()
         return [Generation(out_ids[self.slot[r]], out_lp[self.slot[r]]) for r in rows]
 
     def finish(self, rows: Sequence[int]) -> None:
@@ -156,13 +162,13 @@ class _KVState:
             self.unfed.pop(r, None)
         keep_old = sorted(self.slot.values())
         self.slot = {r: keep_old.index(s) for r, s in self.slot.items()}
-        keep = torch.tensor(keep_old, dtype=torch.long)
+        keep = torch.tensor(keep_old, dtype=torch.long, device=self.device)
         if self.cache is not None and len(keep):
             self.cache.batch_select_indices(keep)
         self.mask = self.mask[keep]
         self.next_pos = self.next_pos[keep]
         # drop sequence columns no remaining row uses
-        used = self.mask.any(dim=0) if len(keep) else torch.zeros(self.mask.shape[1], dtype=torch.bool)
+        used = self.mask.any(dim=0)
         if len(keep) and not bool(used.all()) and self.cache is not None:
             cols = used.nonzero().squeeze(-1)
             self.mask = self.mask[:, cols]
@@ -220,15 +226,17 @@ class _RecomputeState:
             max_new_tokens=params.max_new_tokens, eos_token_id=self.b.eot, pad_token_id=self.b.pad,
         )
         model = self.b.model
+        device = next(model.parameters()).device
         was_training = model.training
         model.eval()
-        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
-                             output_scores=True, return_dict_in_generate=True)
-        if was_training:
-            model.train()
-        new = out.sequences[:, width:]
-        logprobs = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1)
-        picked = logprobs.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        try:
+            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=cfg,
+                                 output_scores=True, return_dict_in_generate=True)
+        finally:
+            model.train(was_training)
+        new = out.sequences[:, width:].cpu()
+        picked = torch.stack([torch.log_softmax(s.float(), dim=-1).gather(-1, new[:, t:t + 1].to(s.device)).squeeze(-1).cpu()
+                              for t, s in enumerate(out.scores)], dim=1)
         results = []
         for i, r in enumerate(rows):
             toks = new[i].tolist()

@@ -15,6 +15,12 @@ from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoin
 from turncredit.policy.backends import BACKENDS, PolicyBackend
 
 
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 @dataclass
 class PolicySession:
     model: torch.nn.Module
@@ -27,8 +33,11 @@ class PolicySession:
         return int(self.tokenizer.pad_token_id)
 
     @classmethod
-    def from_model(cls, model: torch.nn.Module, tokenizer: Any, backend: str = "kv") -> "PolicySession":
-        bridge = ChatBridge(tokenizer)
+    def from_model(
+        cls, model: torch.nn.Module, tokenizer: Any, backend: str = "kv",
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> "PolicySession":
+        bridge = ChatBridge(tokenizer, chat_template_kwargs or None)
         engine = BACKENDS.get(backend)(model, bridge.end_of_turn_id, int(tokenizer.pad_token_id))
         return cls(model, tokenizer, bridge, engine)
 
@@ -45,8 +54,8 @@ class PolicySession:
              "target_modules": lora.target_modules}
             if lora.enabled else None
         )
-        model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts)
-        return cls.from_model(model, tokenizer, cfg.rollout.backend)
+        model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts).to(resolve_device(cfg.model.device))
+        return cls.from_model(model, tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs)
 
     def reference_logprobs_fn(self):
         """A function giving log-probs under the frozen starting policy, for the KL term.

@@ -7,12 +7,13 @@ SmolLM2), and only action tokens carry loss, so logits are computed at action po
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from turncredit.episode import Episode
-from turncredit.train.loss import entropy_from_logits
+from turncredit.train.loss import entropy_from_logits, token_logprobs
 
 
 @dataclass
@@ -28,6 +29,13 @@ class TokenBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.targets.sum().item())
+
+    def to(self, device: torch.device | str) -> "TokenBatch":
+        return TokenBatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def episodes_to_batch(episodes: list[Episode], pad_id: int) -> TokenBatch:
@@ -79,6 +87,7 @@ def action_logprobs(
     batch: TokenBatch,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token_{p+1} | prefix) at every target position, 0 elsewhere; [B, L-1].
 
@@ -86,16 +95,17 @@ def action_logprobs(
     the sampler drew from (verl's convention).
     """
     core = core_model(model)
+    device = model_device(core)
+    input_ids = batch.input_ids.to(device)
     hidden = core.get_decoder()(
-        input_ids=batch.input_ids, attention_mask=batch.attention_mask
+        input_ids=input_ids, attention_mask=batch.attention_mask.to(device)
     ).last_hidden_state[:, :-1]
-    where = batch.targets.bool()
+    where = batch.targets.to(device).bool()
     logits = core.get_output_embeddings()(hidden[where]).float() / temperature
-    next_ids = batch.input_ids[:, 1:][where]
-    logp_sel = torch.log_softmax(logits, dim=-1).gather(-1, next_ids.unsqueeze(-1)).squeeze(-1)
-    logp = torch.zeros(batch.targets.shape, dtype=torch.float32, device=logits.device)
-    logp = logp.masked_scatter(where, logp_sel)
+    logp_sel = token_logprobs(logits, input_ids[:, 1:][where])
+    logp = torch.zeros(where.shape, dtype=torch.float32, device=device).masked_scatter(where, logp_sel)
     ent = None
     if with_entropy:
-        ent = torch.zeros_like(logp).masked_scatter(where, entropy_from_logits(logits))
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            ent = torch.zeros_like(logp).masked_scatter(where, entropy_from_logits(logits))
     return logp, ent

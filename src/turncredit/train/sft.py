@@ -8,6 +8,7 @@ dialogues are laid out in tokens exactly as rollouts lay them out (`ChatBridge.d
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from pathlib import Path
@@ -19,8 +20,9 @@ from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
 from turncredit.train.forward import TokenBatch, action_logprobs, autocast
+from turncredit.train.loss import aggregate
 
-Dialogue = list[dict[str, str]]
+Dialogue = list[dict[str, str]] | Episode  # a chat, or an episode with its own tokens
 
 
 def load_dialogues(path: str | Path) -> list[Dialogue]:
@@ -39,7 +41,10 @@ def load_dialogues(path: str | Path) -> list[Dialogue]:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
             if isinstance(d, dict) and "turns" in d:
-                out.append(Episode.from_dict(d, where=where).chat())
+                ep = Episode.from_dict(d, where=where)
+                # a rollout episode already holds its exact tokens; a text-only one (the expert's
+                # demonstrations) is laid out through the chat bridge
+                out.append(ep if ep.token_ids() else ep.chat())
             elif isinstance(d, dict) and isinstance(d.get("messages"), list):
                 out.append(_check_messages(d["messages"], where))
             else:
@@ -62,7 +67,7 @@ def _check_messages(messages: list, where: str) -> Dialogue:
 def dialogues_to_batch(session: PolicySession, dialogues: list[Dialogue], max_length: int) -> TokenBatch:
     seqs = []
     for d in dialogues:
-        ids, mask = session.bridge.dialogue_ids(d)
+        ids, mask = (d.token_ids(), d.action_mask()) if isinstance(d, Episode) else session.bridge.dialogue_ids(d)
         seqs.append((ids[:max_length], mask[:max_length]))
     width = max(len(s) for s, _ in seqs)
     B = len(seqs)
@@ -81,7 +86,7 @@ def sft_loss(session: PolicySession, batch: TokenBatch, bf16: bool = False) -> t
     """Token-mean negative log-likelihood over the assistant tokens: −Σ m·log p / Σ m."""
     with autocast(bf16):
         logp, _ = action_logprobs(session.model, batch)
-    return -(logp * batch.targets).sum() / batch.targets.sum().clamp(min=1)
+    return aggregate(-logp, batch.targets.to(logp.device), "token-mean")
 
 
 def run_sft(
@@ -106,7 +111,7 @@ def run_sft(
             loss = sft_loss(session, batch, cfg.bf16)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
             opt.step()
             step += 1
             rec = {"step": step, "epoch": epoch, "loss": loss.item(), "grad_norm": gn.item(),

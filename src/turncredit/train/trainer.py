@@ -16,14 +16,13 @@ from typing import Any, Iterator
 
 import torch
 
-from turncredit.config import Config, save_config, validate_env_options
+from turncredit.config import Config, env_from_config, save_config
 from turncredit.credit import assign_advantages
 from turncredit.credit.filters import group_reward_std, variance_filter
-from turncredit.envs import make_env
 from turncredit.episode import Episode, write_episodes
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 from turncredit.policy.session import PolicySession
-from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch
+from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
 
 
@@ -49,7 +48,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, self.run_dir / "config.yaml")
         self.session = session or PolicySession.from_config(cfg)
-        self.env = make_env(cfg.env.name, validate_env_options(cfg))
+        self.env = env_from_config(cfg)
         self.model = self.session.model
         params = [p for p in self.model.parameters() if p.requires_grad]
         t = cfg.train
@@ -58,6 +57,7 @@ class Trainer:
         )
         self.ref_logprobs = self.session.reference_logprobs_fn() if t.kl != "none" else None
         self.step_idx = 0
+        (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
 
     # ------------------------------------------------------------------ one step
 
@@ -125,7 +125,8 @@ class Trainer:
         pad = self.session.pad_id
         micro = t.micro_batch_size
         chunks = [episodes[i:i + micro] for i in range(0, len(episodes), micro)]
-        batches = [episodes_to_batch(c, pad) for c in chunks]
+        device = model_device(self.model)
+        batches = [episodes_to_batch(c, pad).to(device) for c in chunks]
 
         # old log-probs come from the trainer's own forward pass, not the sampler
         self.model.eval()
@@ -139,7 +140,6 @@ class Trainer:
         rng = random.Random(self.cfg.run.seed * 7919 + self.step_idx)
         order = list(range(len(batches)))
         sums: dict[str, float] = {"loss": 0.0, "clip": 0.0, "akl": 0.0, "rkl": 0.0, "ent": 0.0, "gn": 0.0}
-        n_micro = 0
         for _ in range(t.ppo_epochs):
             rng.shuffle(order)
             groups = [order[i::t.minibatches] for i in range(t.minibatches)]
@@ -151,7 +151,8 @@ class Trainer:
                 for i, w in zip(group, weights):
                     b = batches[i]
                     with autocast(t.bf16):
-                        logp, ent = action_logprobs(self.model, b, temp, with_entropy=True)
+                        logp, ent = action_logprobs(self.model, b, temp, with_entropy=True,
+                                                    entropy_grad=bool(t.entropy_coef))
                     loss, info = ppo_clip_loss(
                         logp, olds[i], b.advantages, b.targets,
                         clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg,
@@ -162,13 +163,13 @@ class Trainer:
                     if refs is not None:
                         kl = aggregate(kl_penalty(logp, refs[i], t.kl), b.targets, t.loss_agg)
                         loss = loss + t.kl_coef * kl
-                        sums["rkl"] += kl.item()
+                        sums["rkl"] += w * kl.item()
                     (loss * w).backward()
-                    sums["loss"] += loss.item()
-                    sums["clip"] += float(info["clip_fraction"])
-                    sums["akl"] += float(info["approx_kl"])
-                    sums["ent"] += ent_mean.item()
-                    n_micro += 1
+                    # logged values are weighted like the loss, so they describe what was optimised
+                    sums["loss"] += w * loss.item()
+                    sums["clip"] += w * float(info["clip_fraction"])
+                    sums["akl"] += w * float(info["approx_kl"])
+                    sums["ent"] += w * ent_mean.item()
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 gn = torch.nn.utils.clip_grad_norm_(params, t.grad_clip if t.grad_clip > 0 else math.inf)
                 if not torch.isfinite(gn):
@@ -176,7 +177,7 @@ class Trainer:
                 self.optimizer.step()
                 sums["gn"] += float(gn)
                 st.optimizer_steps += 1
-        n = max(1, n_micro)
+        n = max(1, st.optimizer_steps)
         st.loss, st.clip_fraction, st.approx_kl = sums["loss"] / n, sums["clip"] / n, sums["akl"] / n
         st.ref_kl, st.entropy = sums["rkl"] / n, sums["ent"] / n
         st.grad_norm = sums["gn"] / max(1, st.optimizer_steps)

@@ -38,36 +38,43 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def episodes_to_batch(episodes: list[Episode], pad_id: int) -> TokenBatch:
-    """Broadcast each turn's advantage over that turn's action tokens, then pad on the right."""
-    seqs, advs, lps = [], [], []
-    for ep in episodes:
-        ids, adv, lp = [], [], []
-        for t in ep.turns:
-            a = 0.0 if t.advantage is None else float(t.advantage)
-            ids += t.prompt_ids + t.action_ids
-            adv += [0.0] * len(t.prompt_ids) + [a] * len(t.action_ids)
-            lp += [0.0] * len(t.prompt_ids) + list(t.sampler_logprobs)
-        seqs.append(ids)
-        advs.append(adv)
-        lps.append(lp)
-    masks = [ep.action_mask() for ep in episodes]
+def pack(
+    seqs: list[list[int]],
+    masks: list[list[int]],
+    pad_id: int,
+    advantages: list[list[float]] | None = None,
+    sampler_logprobs: list[list[float]] | None = None,
+) -> TokenBatch:
+    """Right-pad per-token lists into a batch; position p predicts token p+1, so every
+    per-token field is shifted left by one."""
     width = max(len(s) for s in seqs)
     B = len(seqs)
     input_ids = torch.full((B, width), pad_id, dtype=torch.long)
     attn = torch.zeros((B, width), dtype=torch.long)
-    targets = torch.zeros((B, width), dtype=torch.float32)
-    adv_t = torch.zeros((B, width), dtype=torch.float32)
-    lp_t = torch.zeros((B, width), dtype=torch.float32)
-    for b, (s, m, a, lp) in enumerate(zip(seqs, masks, advs, lps)):
+    fields = [torch.zeros((B, width)) for _ in range(3)]  # targets, advantages, sampler log-probs
+    for b, s in enumerate(seqs):
         n = len(s)
-        input_ids[b, :n] = torch.tensor(s)
+        input_ids[b, :n] = torch.tensor(s, dtype=torch.long)
         attn[b, :n] = 1
-        targets[b, :n] = torch.tensor(m, dtype=torch.float32)
-        adv_t[b, :n] = torch.tensor(a)
-        lp_t[b, :n] = torch.tensor(lp)
-    # position p predicts token p+1: shift the per-token fields left by one
-    return TokenBatch(input_ids, attn, targets[:, 1:], adv_t[:, 1:], lp_t[:, 1:])
+        for f, src in zip(fields, (masks, advantages, sampler_logprobs)):
+            if src is not None:
+                f[b, :n] = torch.tensor(src[b], dtype=torch.float32)
+    return TokenBatch(input_ids, attn, *(f[:, 1:] for f in fields))
+
+
+def episodes_to_batch(episodes: list[Episode], pad_id: int) -> TokenBatch:
+    """Broadcast each turn's advantage over that turn's action tokens, then pad on the right."""
+    advs, lps = [], []
+    for ep in episodes:
+        adv, lp = [], []
+        for t in ep.turns:
+            a = 0.0 if t.advantage is None else float(t.advantage)
+            adv += [0.0] * len(t.prompt_ids) + [a] * len(t.action_ids)
+            lp += [0.0] * len(t.prompt_ids) + list(t.sampler_logprobs)
+        advs.append(adv)
+        lps.append(lp)
+    return pack([ep.token_ids() for ep in episodes], [ep.action_mask() for ep in episodes],
+                pad_id, advs, lps)
 
 
 def core_model(model: torch.nn.Module) -> torch.nn.Module:

@@ -19,7 +19,7 @@ import torch
 from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
-from turncredit.train.forward import TokenBatch, action_logprobs, autocast
+from turncredit.train.forward import TokenBatch, action_logprobs, autocast, pack
 from turncredit.train.loss import aggregate
 
 Dialogue = list[dict[str, str]] | Episode  # a chat, or an episode with its own tokens
@@ -65,21 +65,12 @@ def _check_messages(messages: list, where: str) -> Dialogue:
 
 
 def dialogues_to_batch(session: PolicySession, dialogues: list[Dialogue], max_length: int) -> TokenBatch:
-    seqs = []
+    seqs, masks = [], []
     for d in dialogues:
         ids, mask = (d.token_ids(), d.action_mask()) if isinstance(d, Episode) else session.bridge.dialogue_ids(d)
-        seqs.append((ids[:max_length], mask[:max_length]))
-    width = max(len(s) for s, _ in seqs)
-    B = len(seqs)
-    input_ids = torch.full((B, width), session.pad_id, dtype=torch.long)
-    attn = torch.zeros((B, width), dtype=torch.long)
-    targets = torch.zeros((B, width))
-    for b, (ids, mask) in enumerate(seqs):
-        input_ids[b, : len(ids)] = torch.tensor(ids)
-        attn[b, : len(ids)] = 1
-        targets[b, : len(ids)] = torch.tensor(mask, dtype=torch.float32)
-    zeros = torch.zeros((B, width - 1))
-    return TokenBatch(input_ids, attn, targets[:, 1:], zeros, zeros)
+        seqs.append(ids[:max_length])
+        masks.append(mask[:max_length])
+    return pack(seqs, masks, session.pad_id)
 
 
 def sft_loss(session: PolicySession, batch: TokenBatch, bf16: bool = False) -> torch.Tensor:

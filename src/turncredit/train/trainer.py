@@ -124,7 +124,9 @@ class Trainer:
         temp = self.cfg.rollout.temperature
         pad = self.session.pad_id
         micro = t.micro_batch_size
-        chunks = [episodes[i:i + micro] for i in range(0, len(episodes), micro)]
+        # similar lengths share a micro-batch: less padding, less memory (the loss is order-free)
+        by_len = sorted(episodes, key=lambda ep: len(ep.token_ids()), reverse=True)
+        chunks = [by_len[i:i + micro] for i in range(0, len(by_len), micro)]
         device = model_device(self.model)
         batches = [episodes_to_batch(c, pad).to(device) for c in chunks]
 

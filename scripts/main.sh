@@ -5,6 +5,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup_env.sh"
 cd "$ROOT"
-# the untrained model loses every game (0 of 60 measured) and plays all 20 turns, the slowest
+# the untrained model loses every game (0 of 60 games in the brief's measurement) and plays all 20 turns, the slowest
 # evaluation there is: benchmarks/ records it; `turncredit pipeline` without the flag runs it too
 exec turncredit pipeline configs/20q-starpo.yaml --skip-base-eval "$@"

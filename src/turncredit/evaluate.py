@@ -17,20 +17,24 @@ def eval_tasks(env: MultiTurnEnv, split: str, num_tasks: int) -> list[Task]:
     return tasks[:num_tasks] if num_tasks else tasks
 
 
+def label_rates(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Share of all turns the environment labelled Repeated / Invalid (`Turn.info["label"]`)."""
+    labels = [t.info.get("label") for ep in episodes for t in ep.turns]
+    n = max(1, len(labels))
+    return {"repeated_rate": labels.count("Repeated") / n, "invalid_rate": labels.count("Invalid") / n}
+
+
 def summarize(episodes: Sequence[Episode], k: int) -> dict[str, Any]:
     """Success metrics over tasks (Mean@k, Pass@k) and per-turn behaviour rates."""
     by_task: dict[str, list[bool]] = defaultdict(list)
     for ep in episodes:
         by_task[str(ep.task.get("task_id"))].append(bool(ep.success) and not ep.aborted)
     out = success_summary(dict(by_task), k)
-    labels = [t.info.get("label") for ep in episodes for t in ep.turns]
-    n_turns = max(1, len(labels))
     wins = [ep.num_turns for ep in episodes if ep.success]
     out.update(
         avg_questions=statistics.fmean(ep.num_turns for ep in episodes) if episodes else 0.0,
         avg_questions_when_won=statistics.fmean(wins) if wins else None,
-        repeated_rate=labels.count("Repeated") / n_turns,
-        invalid_rate=labels.count("Invalid") / n_turns,
+        **label_rates(episodes),
         aborted=sum(ep.aborted for ep in episodes),
         episodes=len(episodes),
     )

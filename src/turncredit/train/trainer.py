@@ -20,6 +20,7 @@ from turncredit.config import Config, env_from_config, save_config
 from turncredit.credit import assign_advantages
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
+from turncredit.evaluate import label_rates
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 from turncredit.policy.session import PolicySession
 from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device
@@ -200,8 +201,6 @@ class Trainer:
     def _metrics(self, step, episodes, trainable, rstats, ustats, t_rollout, t_update) -> dict[str, Any]:
         rewards = [ep.total_reward for ep in episodes]
         stds = list(group_reward_std(episodes).values())
-        labels = [t.info.get("label") for ep in episodes for t in ep.turns]
-        n_turns = max(1, len(labels))
         return {
             "step": step,
             "reward_mean": statistics.fmean(rewards),
@@ -212,8 +211,7 @@ class Trainer:
             "episodes_trained": len(trainable),
             "aborted": sum(ep.aborted for ep in episodes),
             "turns_mean": statistics.fmean(ep.num_turns for ep in episodes),
-            "invalid_rate": labels.count("Invalid") / n_turns,
-            "repeated_rate": labels.count("Repeated") / n_turns,
+            **label_rates(episodes),
             "entropy": ustats.entropy,
             "approx_kl": ustats.approx_kl,
             "ref_kl": ustats.ref_kl,

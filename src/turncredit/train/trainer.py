@@ -51,10 +51,10 @@ class Trainer:
         self.session = session or PolicySession.from_config(cfg)
         self.env = env_from_config(cfg)
         self.model = self.session.model
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         t = cfg.train
         self.optimizer = torch.optim.AdamW(
-            params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay
+            self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay
         )
         self.ref_logprobs = self.session.reference_logprobs_fn() if t.kl != "none" else None
         self.step_idx = 0
@@ -173,8 +173,7 @@ class Trainer:
                     sums["clip"] += w * float(info["clip_fraction"])
                     sums["akl"] += w * float(info["approx_kl"])
                     sums["ent"] += w * ent_mean.item()
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                gn = torch.nn.utils.clip_grad_norm_(params, t.grad_clip if t.grad_clip > 0 else math.inf)
+                gn = torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else math.inf)
                 if not torch.isfinite(gn):
                     raise FloatingPointError(f"step {self.step_idx + 1}: gradient norm is {gn}")
                 self.optimizer.step()

@@ -26,6 +26,7 @@ class RolloutStats:
     seconds_env: float = 0.0
     tokens_generated: int = 0
     tokens_prompt: int = 0  # prompt/reply tokens appended to the contexts
+    tokens_prefilled: int = 0  # tokens the backend actually encoded for them (shared prefixes once)
     turns: int = 0
     aborted: int = 0
 
@@ -85,6 +86,7 @@ def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats) -> li
             if done[i]:
                 finished.append(i)
         gen_state.finish(finished)
+    stats.tokens_prefilled += getattr(gen_state, "tokens_prefilled", 0)
     for i, ep in enumerate(episodes):
         if not done[i]:  # the env did not end it within its own turn limit
             ep.truncated = True

@@ -1,0 +1,89 @@
+"""A KV cache that grows in place, so a decode step writes one column instead of copying the cache.
+
+transformers' `DynamicLayer` appends with `torch.cat`, which copies every layer's whole K and V at
+every decode step: at batch 32 × 300 tokens that is ~1 GB of memory traffic per step on
+SmolLM2-135M, about a tenth of a rollout's time on a 2-core CPU. `GrowingLayer` keeps a buffer
+with spare room (doubling when full) and hands attention a view of the filled part.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+__all__ = ["GrowingLayer", "growing_cache", "keep_columns"]
+
+
+class GrowingLayer(DynamicLayer):
+    """`DynamicLayer` with capacity: `keys`/`values` are views of the first `length` columns."""
+
+    min_capacity = 256
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self._k = self._v = None
+        self.length = 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        if self._k is None or self.length + n > self._k.shape[-2]:
+            self._grow(key_states, value_states, self.length + n)
+        self._k[..., self.length:self.length + n, :] = key_states
+        self._v[..., self.length:self.length + n, :] = value_states
+        self.length += n
+        self._refresh()
+        return self.keys, self.values
+
+    def _grow(self, key_states: torch.Tensor, value_states: torch.Tensor, needed: int) -> None:
+        cap = max(self.min_capacity, needed, 2 * (self._k.shape[-2] if self._k is not None else 0))
+        b, h, _, d = key_states.shape
+        k = key_states.new_empty((b, h, cap, d))
+        v = value_states.new_empty((b, h, cap, value_states.shape[-1]))
+        if self.length:
+            k[..., :self.length, :] = self.keys
+            v[..., :self.length, :] = self.values
+        self._k, self._v = k, v
+
+    def _refresh(self) -> None:
+        self.keys = self._k[..., :self.length, :]
+        self.values = self._v[..., :self.length, :]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized and self._k is not None:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self._refresh()
+
+    def keep_columns(self, cols: torch.Tensor) -> None:
+        """Keep only sequence positions `cols` (ascending), compacted to the front."""
+        if not self.is_initialized or self._k is None:
+            return
+        kept_k, kept_v = self.keys.index_select(-2, cols), self.values.index_select(-2, cols)
+        self.length = len(cols)
+        self._k[..., :self.length, :] = kept_k
+        self._v[..., :self.length, :] = kept_v
+        self._refresh()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove < 0 and self.is_initialized and self._k is not None:
+            self.length = max(0, self.length + tokens_to_remove)
+            self._refresh()
+        elif tokens_to_remove > 0:
+            super().crop(tokens_to_remove)
+
+    def reset(self) -> None:
+        self._k = self._v = None
+        self.length = 0
+        super().reset()
+
+
+def growing_cache() -> Cache:
+    """An empty cache whose layers are `GrowingLayer`s (created as the model first writes them)."""
+    return Cache(layer_class_to_replicate=GrowingLayer)
+
+
+def keep_columns(cache: Cache, cols: torch.Tensor) -> None:
+    """Drop the sequence positions of every layer that are not in `cols`."""
+    for layer in cache.layers:
+        layer.keep_columns(cols)

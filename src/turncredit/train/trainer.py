@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import torch
 
-from turncredit.config import Config, env_from_config, save_config
+from turncredit.config import Config, TrainConfig, env_from_config, save_config
 from turncredit.credit import assign_advantages
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
@@ -36,8 +36,15 @@ class UpdateStats:
     entropy: float = 0.0
     grad_norm: float = 0.0
     logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on action tokens
-    tokens: int = 0
+    tokens: int = 0  # action tokens trained on
+    sequence_tokens: int = 0  # all non-padding tokens forwarded (what TRL counts as num_tokens)
     optimizer_steps: int = 0
+
+
+def reuse_gradient_pass(t: TrainConfig) -> bool:
+    """With one epoch and one minibatch the policy has not moved when a micro-batch is seen, so
+    its old log-probs are the gradient pass's own, detached: no separate no-grad forward."""
+    return t.ppo_epochs == 1 and t.minibatches == 1
 
 
 class Trainer:
@@ -92,6 +99,8 @@ class Trainer:
 
         t1 = time.perf_counter()
         ustats = self.update(trainable)
+        if ustats.optimizer_steps:
+            self.session.after_update()
         t_update = time.perf_counter() - t1
         self.step_idx = step
 
@@ -132,12 +141,12 @@ class Trainer:
         batches = [episodes_to_batch(c, pad).to(device) for c in chunks]
 
         # old log-probs come from the trainer's own forward pass, not the sampler
+        single_pass = reuse_gradient_pass(t)
         self.model.eval()
         with torch.no_grad(), autocast(t.bf16):
-            olds = [action_logprobs(self.model, b, temp)[0] for b in batches]
+            olds = [None if single_pass else action_logprobs(self.model, b, temp)[0] for b in batches]
             refs = [self.ref_logprobs(b, temp) for b in batches] if self.ref_logprobs else None
-        gap = sum(((o - b.sampler_logprobs).abs() * b.targets).sum().item() for o, b in zip(olds, batches))
-        st.logprob_gap = gap / max(1, sum(b.num_tokens for b in batches))
+        gap = 0.0
 
         self.model.train()
         rng = random.Random(self.cfg.run.seed * 7919 + self.step_idx)
@@ -156,6 +165,10 @@ class Trainer:
                     with autocast(t.bf16):
                         logp, ent = action_logprobs(self.model, b, temp, with_entropy=True,
                                                     entropy_grad=bool(t.entropy_coef))
+                    if olds[i] is None:
+                        olds[i] = logp.detach()
+                    if st.optimizer_steps == 0:
+                        gap += ((olds[i] - b.sampler_logprobs).abs() * b.targets).sum().item()
                     loss, info = ppo_clip_loss(
                         logp, olds[i], b.advantages, b.targets,
                         clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg,
@@ -184,6 +197,8 @@ class Trainer:
         st.ref_kl, st.entropy = sums["rkl"] / n, sums["ent"] / n
         st.grad_norm = sums["gn"] / max(1, st.optimizer_steps)
         st.tokens = sum(b.num_tokens for b in batches)
+        st.logprob_gap = gap / max(1, st.tokens)
+        st.sequence_tokens = sum(int(b.attention_mask.sum()) for b in batches)
         return st
 
     def _micro_weights(self, batches: list) -> list[float]:
@@ -225,4 +240,5 @@ class Trainer:
             "seconds_generate": rstats.seconds_generate,
             "seconds_oracle": rstats.seconds_env,
             "seconds_update": t_update,
+            "update_tokens_per_s": ustats.sequence_tokens / t_update if t_update > 0 else 0.0,
         }

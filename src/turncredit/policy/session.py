@@ -27,6 +27,8 @@ class PolicySession:
     tokenizer: Any
     bridge: ChatBridge
     backend: PolicyBackend
+    #: the weights the backend samples with when they are not `model` itself (a bf16 copy)
+    sampler_model: torch.nn.Module | None = None
 
     @property
     def pad_id(self) -> int:
@@ -35,11 +37,25 @@ class PolicySession:
     @classmethod
     def from_model(
         cls, model: torch.nn.Module, tokenizer: Any, backend: str = "kv",
-        chat_template_kwargs: dict[str, Any] | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None, sampler_dtype: str = "model",
     ) -> "PolicySession":
         bridge = ChatBridge(tokenizer, chat_template_kwargs or None)
-        engine = BACKENDS.get(backend)(model, bridge.end_of_turn_id, int(tokenizer.pad_token_id))
-        return cls(model, tokenizer, bridge, engine)
+        sampler = None
+        if sampler_dtype != "model":
+            sampler = copy.deepcopy(model).to(getattr(torch, sampler_dtype)).eval()
+            sampler.requires_grad_(False)
+        engine = BACKENDS.get(backend)(sampler or model, bridge.end_of_turn_id, int(tokenizer.pad_token_id))
+        return cls(model, tokenizer, bridge, engine, sampler)
+
+    @torch.no_grad()
+    def after_update(self) -> None:
+        """The weights changed: refresh the sampling copy and whatever the backend holds."""
+        if self.sampler_model is not None:
+            for dst, src in zip(self.sampler_model.parameters(), self.model.parameters()):
+                dst.copy_(src)
+        sync = getattr(self.backend, "sync_weights", None)
+        if sync is not None:
+            sync(self.sampler_model or self.model)
 
     @classmethod
     def from_config(cls, cfg: Config, model_name: str | None = None) -> "PolicySession":
@@ -55,7 +71,8 @@ class PolicySession:
             if lora.enabled else None
         )
         model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts).to(resolve_device(cfg.model.device))
-        return cls.from_model(model, tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs)
+        return cls.from_model(model, tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs,
+                              cfg.rollout.dtype)
 
     def reference_logprobs_fn(self):
         """A function giving log-probs under the frozen starting policy, for the KL term.

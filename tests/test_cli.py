@@ -45,7 +45,7 @@ def test_sft_train_eval_from_the_command_line(tmp_path, tiny_dir, capsys):
     assert "Mean@2" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline"])
+@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench"])
 def test_help_explains_every_option(command, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, "--help"])
@@ -80,3 +80,20 @@ def test_overrides_may_follow_options():
     finally:
         cli.COMMANDS["eval"] = saved
     assert seen == {"lr": 0.5, "expert": True}
+
+
+def test_bench_reports_the_peer_workload_in_the_peers_terms(tmp_path, tiny_dir, capsys):
+    out = tmp_path / "bench.jsonl"
+    assert main(["bench", "configs/bench-peer-workload.yaml", f"model.name={tiny_dir}", "run.threads=0",
+                 "env.options.max_turns=2", "rollout.max_new_tokens=3", "--groups", "2", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert [r["step"] for r in res["runs"]] == [1, 2]
+    for r in res["runs"]:
+        assert r["episodes"] == 32  # 8 secrets × 4 rollouts
+        assert 0 < r["gen_tokens"] <= 32 * 2 * 3 and r["turns"] <= 64
+        # the 32 openings are identical, so the backend encodes the opening once
+        assert r["prompt_tokens_prefilled"] < r["prompt_tokens_appended"]
+        assert r["optimizer_steps"] == 1 and r["update_sequence_tokens"] > r["update_action_tokens"] > 0
+    assert res["median"]["seconds"] == pytest.approx(sum(r["seconds"] for r in res["runs"]) / 2)
+    assert res["peak_rss_mib"] > 0 and res["workload"]["env"] == "peer_20q"
+    assert "episodes/s" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The `turncredit` command: train | eval | sft | demos | pipeline.
+"""The `turncredit` command: train | eval | sft | demos | pipeline | bench.
 
 Every command takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
 `turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "rate after each stage and writes summary.json under the run directory.")
     _add_common(p)
     p.add_argument("--skip-base-eval", action="store_true", help="do not evaluate the untrained model")
+    p = sub.add_parser("bench", help="rollout and update throughput on a fixed workload",
+                       description="Time whole rollout groups (episodes/s, generated tok/s, prompt "
+                       "tokens prefilled) and one update per group (tok/s), after a one-turn "
+                       "warm-up; configs/bench-peer-workload.yaml is the peer harness's workload.")
+    _add_common(p)
+    p.add_argument("--groups", type=int, default=3, help="timed groups (median reported; default 3)")
+    p.add_argument("--no-train", action="store_true", help="time rollouts only")
+    p.add_argument("--out", help="append the result as one JSON line to this file")
     return ap
 
 
@@ -258,7 +266,23 @@ def cmd_pipeline(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+def cmd_bench(cfg, args) -> int:
+    from turncredit.bench import format_bench, run_bench
+
+    if args.groups < 1:
+        raise ValueError(f"--groups must be ≥ 1, got {args.groups}")
+    res = run_bench(cfg, groups=args.groups, train=not args.no_train)
+    flags = [f"--groups {args.groups}"] + (["--no-train"] if args.no_train else [])
+    res["command"] = " ".join(["turncredit bench", args.config, *args.overrides, *flags])
+    print(format_bench(res))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "a") as f:
+            f.write(json.dumps(res) + "\n")
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -291,7 +291,10 @@ def validate_env_options(cfg: Config) -> Any:
         env_cls = ENVS.get(cfg.env.name)
     except KeyError as e:
         raise ConfigError(f"env.name: {e.args[0]}") from None
-    return build(env_cls.Options, cfg.env.options, "env.options")
+    options = build(env_cls.Options, cfg.env.options, "env.options")
+    if int(getattr(options, "concurrency", 1)) < 1:
+        raise ConfigError(f"env.options.concurrency: expected an integer ≥ 1, got {options.concurrency!r}")
+    return options
 
 
 def env_from_config(cfg: Config) -> Any:

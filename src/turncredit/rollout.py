@@ -1,6 +1,7 @@
 """Batched multi-turn rollouts: every active episode of a step generates together.
 
-Episodes finish independently (a won game leaves the batch; the others go on). The context of
+Episodes finish independently (a won game leaves the batch; the others go on). A turn's
+oracle or tool calls go to the environment together (`MultiTurnEnv.step_batch`). The context of
 an episode is the running concatenation of its prompt and action token ids, so what the policy
 is trained on is exactly what it saw and sampled (see `turncredit.chat`).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from turncredit.chat import ChatBridge
-from turncredit.envs.base import EnvFailure, MultiTurnEnv, Task
+from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
 from turncredit.episode import Episode, Turn
 from turncredit.policy.backends import Generation, GenerationState, PolicyBackend, SamplingParams
 
@@ -80,9 +81,13 @@ def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats) -> li
         gens = gen_state.generate(rows, [pending[i] for i in rows], params)
         stats.seconds_generate += time.perf_counter() - t0
         stats.tokens_prompt += sum(len(pending[i]) for i in rows)
+        texts = [bridge.decode_action(gen.ids) for gen in gens]
+        t0 = time.perf_counter()
+        results = env.step_batch([states[i] for i in rows], texts)
+        stats.seconds_env += time.perf_counter() - t0
         finished = []
-        for i, gen in zip(rows, gens):
-            _advance(env, bridge, episodes[i], states[i], gen, pending, i, done, stats)
+        for i, gen, text, res in zip(rows, gens, texts, results, strict=True):
+            _advance(env, bridge, episodes[i], gen, text, res, pending, i, done, stats)
             if done[i]:
                 finished.append(i)
         gen_state.finish(finished)
@@ -93,20 +98,15 @@ def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats) -> li
     return episodes
 
 
-def _advance(env, bridge, ep, state, gen: Generation, pending, i, done, stats) -> None:
-    ended = bool(gen.ids) and gen.ids[-1] == bridge.end_of_turn_id
-    text = bridge.decode_action(gen.ids)
-    t0 = time.perf_counter()
-    try:
-        res = env.step(state, text)
-    except EnvFailure as e:
+def _advance(env, bridge, ep, gen: Generation, text: str, res: StepResult | EnvFailure,
+             pending, i, done, stats) -> None:
+    if isinstance(res, EnvFailure):
         ep.aborted = True
-        ep.info["abort_reason"] = str(e)
+        ep.info["abort_reason"] = str(res)
         done[i] = True
         stats.aborted += 1
         return
-    finally:
-        stats.seconds_env += time.perf_counter() - t0
+    ended = bool(gen.ids) and gen.ids[-1] == bridge.end_of_turn_id
     info = dict(res.info)
     if not ended:
         info["truncated_action"] = True

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 from turncredit.registry import Registry
 
@@ -45,6 +46,7 @@ class MultiTurnEnv(ABC):
 
     def __init__(self, options: Any) -> None:
         self.options = options
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (workers, pool)
 
     @abstractmethod
     def tasks(self, split: str) -> list[Task]:
@@ -63,6 +65,32 @@ class MultiTurnEnv(ABC):
     @abstractmethod
     def step(self, state: Any, action_text: str) -> StepResult:
         """Answer one action; `state` is mutated in place."""
+
+    def step_batch(self, states: Sequence[Any], actions: Sequence[str]) -> list[StepResult | EnvFailure]:
+        """Answer one turn of every active episode; a failed episode gets its `EnvFailure` back.
+
+        With `options.concurrency` > 1 the calls overlap on a thread pool kept by the env, which
+        pays off when `step` waits on a server (an LLM judge, a search tool); a CPU-bound oracle
+        keeps the default of 1. Results come back in the order of `states`. An environment that
+        can answer a whole batch in one request overrides this.
+        """
+        if len(states) != len(actions):
+            raise ValueError(f"step_batch: {len(states)} states but {len(actions)} actions")
+        workers = min(int(getattr(self.options, "concurrency", 1)), len(states))
+        if workers <= 1:
+            return [self._step_or_failure(s, a) for s, a in zip(states, actions)]
+        pool = getattr(self, "_pool", None)
+        if pool is None or pool[0] < workers:
+            if pool is not None:
+                pool[1].shutdown(wait=False)
+            pool = self._pool = (workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="env-step"))
+        return list(pool[1].map(self._step_or_failure, states, actions))
+
+    def _step_or_failure(self, state: Any, action: str) -> StepResult | EnvFailure:
+        try:
+            return self.step(state, action)
+        except EnvFailure as e:
+            return e
 
     @property
     def max_turns(self) -> int:

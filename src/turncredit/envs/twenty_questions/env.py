@@ -46,6 +46,7 @@ class TwentyQuestionsOptions:
     words_test: str = ""
     num_candidates: int = 0  # 0 = open game; N > 0 = list N candidate words in the prompt
     oracle: str = "wordnet"
+    concurrency: int = 1  # oracle calls of one turn in flight at once (>1 for an LLM judge server)
     win_reward: float = 2.0
     invalid_reward: float = -5.0
     repeated_reward: float = -1.0

@@ -61,9 +61,13 @@ class RolloutConfig:
     max_new_tokens: int = 50
     #: how many episodes generate together (0 = all active episodes of the step)
     batch_size: int = 64
-    #: "kv" keeps each batch's KV cache across turns; "recompute" re-prefills every turn;
-    #: "vllm" generates with vLLM on a GPU, weights synchronised after every update
-    backend: Literal["kv", "recompute", "vllm"] = "kv"
+    #: a name in `turncredit.policy.backends.BACKENDS`: "kv" keeps each batch's KV cache across
+    #: turns; "recompute" re-prefills every turn; "vllm" generates with a colocated vLLM engine
+    #: on a GPU, weights synchronised after every update
+    backend: str = "kv"
+    #: keyword options of the backend (vllm: gpu_memory_utilization, max_model_len,
+    #: enforce_eager, engine_kwargs)
+    backend_options: dict[str, Any] = field(default_factory=dict)
     #: "model" samples with the trained weights themselves; "bfloat16" samples with a bf16 copy
     #: refreshed after every update (≈1.8× faster decoding on CPUs with AMX/AVX512-BF16 and on
     #: GPUs; the trainer's own forward still gives the PPO old log-probs)
@@ -279,6 +283,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     cfg = build(Config, data)
     validate_env_options(cfg)
     validate_estimator(cfg)
+    validate_backend(cfg)
     _check_ranges(cfg)
     return cfg
 
@@ -321,6 +326,24 @@ def validate_estimator(cfg: Config) -> None:
             if key not in params:
                 raise ConfigError(f"algo.estimator_options.{key}: unknown option of "
                                   f"{cfg.algo.estimator!r} (accepted: {', '.join(accepted) or 'none'})")
+
+
+def validate_backend(cfg: Config) -> None:
+    """Check rollout.backend and its options now (without importing vLLM or any engine)."""
+    import inspect
+
+    from turncredit.policy.backends import BACKENDS
+
+    try:
+        cls = BACKENDS.get(cfg.rollout.backend)
+    except KeyError as e:
+        raise ConfigError(f"rollout.backend: {e.args[0]}") from None
+    params = inspect.signature(cls.__init__).parameters
+    accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n != "dtype"]
+    for key in cfg.rollout.backend_options:
+        if key not in accepted:
+            raise ConfigError(f"rollout.backend_options.{key}: unknown option of backend "
+                              f"{cfg.rollout.backend!r} (accepted: {', '.join(accepted) or 'none'})")
 
 
 def _check_ranges(cfg: Config) -> None:

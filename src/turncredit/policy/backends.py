@@ -299,3 +299,5 @@ class _RecomputeState:
 BACKENDS: Registry[type] = Registry("generation backend")
 BACKENDS.register("kv")(KVCacheBackend)
 BACKENDS.register("recompute")(RecomputeBackend)
+# registers "vllm"; vLLM itself is imported only when that backend is built
+from turncredit.policy import vllm_backend as _vllm_backend  # noqa: E402,F401

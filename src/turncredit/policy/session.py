@@ -38,13 +38,18 @@ class PolicySession:
     def from_model(
         cls, model: torch.nn.Module, tokenizer: Any, backend: str = "kv",
         chat_template_kwargs: dict[str, Any] | None = None, sampler_dtype: str = "model",
+        backend_options: dict[str, Any] | None = None,
     ) -> "PolicySession":
         bridge = ChatBridge(tokenizer, chat_template_kwargs or None)
+        engine_cls = BACKENDS.get(backend)
+        options = dict(backend_options or {})
         sampler = None
-        if sampler_dtype != "model":
+        if getattr(engine_cls, "owns_weights", False):
+            options["dtype"] = sampler_dtype  # the engine keeps its own copy in that dtype
+        elif sampler_dtype != "model":
             sampler = copy.deepcopy(model).to(getattr(torch, sampler_dtype)).eval()
             sampler.requires_grad_(False)
-        engine = BACKENDS.get(backend)(sampler or model, bridge.end_of_turn_id, int(tokenizer.pad_token_id))
+        engine = engine_cls(sampler or model, bridge.end_of_turn_id, int(tokenizer.pad_token_id), **options)
         return cls(model, tokenizer, bridge, engine, sampler)
 
     @torch.no_grad()
@@ -72,7 +77,7 @@ class PolicySession:
         )
         model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts).to(resolve_device(cfg.model.device))
         return cls.from_model(model, tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs,
-                              cfg.rollout.dtype)
+                              cfg.rollout.dtype, cfg.rollout.backend_options)
 
     def reference_logprobs_fn(self):
         """A function giving log-probs under the frozen starting policy, for the KL term.

@@ -146,30 +146,35 @@ def _evaluate(cfg, model_name: str, session=None):
     return res, eps
 
 
-def _evaluate_expert(cfg) -> dict[str, Any]:
-    from turncredit.config import env_from_config
-    from turncredit.envs.twenty_questions.expert import ExpertQuestioner
-    from turncredit.evaluate import eval_tasks, evaluate_player
+def _env_and_expert(cfg):
+    from turncredit.config import ConfigError, env_from_config
 
     env = env_from_config(cfg)
-    expert = ExpertQuestioner()
-    res, _ = evaluate_player(expert.play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.run.seed)
+    play = env.expert()
+    if play is None:
+        raise ConfigError(f"env.name: {cfg.env.name!r} has no scripted expert; give sft.data instead")
+    return env, play
+
+
+def _evaluate_expert(cfg) -> dict[str, Any]:
+    from turncredit.evaluate import eval_tasks, evaluate_player
+
+    env, play = _env_and_expert(cfg)
+    res, eps = evaluate_player(play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.run.seed)
+    res.update(env.summarize(eps))
     return res
 
 
 def make_demos(cfg, n: int, split: str = "train"):
     import random
 
-    from turncredit.config import env_from_config
-    from turncredit.envs.twenty_questions.expert import ExpertQuestioner
     from turncredit.rollout import task_rng
 
-    env = env_from_config(cfg)
-    expert = ExpertQuestioner()
+    env, play = _env_and_expert(cfg)
     rng = random.Random(cfg.run.seed)
     tasks = env.sample_tasks(split, n, rng)
     # each demo its own task instance (distinct candidate lists when a word repeats)
-    return [expert.play(env, t, task_rng(cfg.run.seed * 7 + i, t)) for i, t in enumerate(tasks)]
+    return [play(env, t, task_rng(cfg.run.seed * 7 + i, t)) for i, t in enumerate(tasks)]
 
 
 def cmd_demos(cfg, args) -> int:
@@ -239,7 +244,8 @@ def cmd_pipeline(cfg, args) -> int:
     def report(label: str, res: dict[str, Any]) -> None:
         summary["eval"][label] = res
         print(f"[{label}] success Mean@{res['k']} {100 * res['mean_at_k']:.1f}%  "
-              f"Pass@{res['k']} {100 * res['pass_at_k']:.1f}%  questions {res['avg_questions']:.2f}", flush=True)
+              f"Pass@{res['k']} {100 * res['pass_at_k']:.1f}%  turns {res['avg_questions']:.2f}"
+              + (f"  F1 {res['f1']:.3f}  recall {res['recall']:.3f}" if "f1" in res else ""), flush=True)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
     report("expert (ceiling)", stage("eval expert", lambda: _evaluate_expert(cfg)))

@@ -69,8 +69,9 @@ class RolloutConfig:
     #: enforce_eager, engine_kwargs)
     backend_options: dict[str, Any] = field(default_factory=dict)
     #: "model" samples with the trained weights themselves; "bfloat16" samples with a bf16 copy
-    #: refreshed after every update (≈1.8× faster decoding on CPUs with AMX/AVX512-BF16 and on
-    #: GPUs; the trainer's own forward still gives the PPO old log-probs)
+    #: refreshed after every update (the trainer's own forward still gives the PPO old
+    #: log-probs). Measure before using it on a CPU: on the standard 2-core Xeon it is slower
+    #: end to end (benchmarks/rollout-vs-peers.md)
     dtype: Literal["model", "bfloat16"] = "model"
 
 
@@ -80,6 +81,10 @@ class AlgoConfig:
     estimator_options: dict[str, Any] = field(default_factory=dict)
     #: StarPO-S variance filter: keep this fraction of groups, highest in-group reward std first
     keep_group_fraction: float = 1.0
+    #: a name in `turncredit.rewards.SHAPERS` applied to each step's episodes before credit
+    #: ("diversity": SPADER's exploration reward), with its keyword options
+    reward_shaper: str = "none"
+    shaper_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -310,22 +315,35 @@ def env_from_config(cfg: Config) -> Any:
 
 
 def validate_estimator(cfg: Config) -> None:
-    """Check algo.estimator and its options now, not after the first rollout."""
-    import inspect
-
+    """Check algo.estimator, algo.reward_shaper and their options now, not after the first rollout."""
     from turncredit.credit import ESTIMATORS
 
     try:
         fn = ESTIMATORS.get(cfg.algo.estimator)
     except KeyError as e:
         raise ConfigError(f"algo.estimator: {e.args[0]}") from None
+    _check_keywords(fn, cfg.algo.estimator_options, "algo.estimator_options", cfg.algo.estimator)
+
+    from turncredit.rewards import SHAPERS
+
+    try:
+        shaper = SHAPERS.get(cfg.algo.reward_shaper)
+    except KeyError as e:
+        raise ConfigError(f"algo.reward_shaper: {e.args[0]}") from None
+    _check_keywords(shaper, cfg.algo.shaper_options, "algo.shaper_options", cfg.algo.reward_shaper)
+
+
+def _check_keywords(fn: Any, options: dict[str, Any], where: str, name: str) -> None:
+    import inspect
+
     params = inspect.signature(fn).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
-        for key in cfg.algo.estimator_options:
-            if key not in params:
-                raise ConfigError(f"algo.estimator_options.{key}: unknown option of "
-                                  f"{cfg.algo.estimator!r} (accepted: {', '.join(accepted) or 'none'})")
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
+    for key in options:
+        if key not in accepted:
+            raise ConfigError(f"{where}.{key}: unknown option of {name!r} "
+                              f"(accepted: {', '.join(accepted) or 'none'})")
 
 
 def validate_backend(cfg: Config) -> None:

@@ -57,6 +57,7 @@ def evaluate_policy(
     eps = run_episodes(env, session.backend, session.bridge, rep, gids, params, seed=seed,
                        batch_size=batch_size, stats=stats)
     res = summarize(eps, k)
+    res.update(env.summarize(eps))
     res.update(tokens_generated=stats.tokens_generated, seconds_generate=stats.seconds_generate)
     return res, eps
 
@@ -88,4 +89,12 @@ def format_table(rows: dict[str, dict[str, Any]], k: int) -> str:
             f"{name:<28} {mean:>14} {100 * r['pass_at_k']:>7.1f}% {r['avg_questions']:>9.2f}"
             f" {100 * r['repeated_rate']:>6.1f}% {100 * r['invalid_rate']:>6.1f}%"
         )
+    extra = [c for c in ANSWER_SET_COLUMNS if any(c in r for r in rows.values())]
+    if extra:  # an answer-set environment: its own scores under the success table
+        head = f"{'model':<28} " + " ".join(f"{c:>15}" for c in extra)
+        lines += ["", head, "-" * len(head)]
+        lines += [f"{name:<28} " + " ".join(f"{r.get(c, float('nan')):>15.3f}" for c in extra) for name, r in rows.items()]
     return "\n".join(lines)
+
+
+ANSWER_SET_COLUMNS = ("f1", "precision", "recall", "exact_match", "evidence_recall", "tool_calls", "format_error_rate")

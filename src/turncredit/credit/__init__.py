@@ -6,6 +6,7 @@
 
 from turncredit.credit import grpo as _grpo  # noqa: F401  (registers "grpo")
 from turncredit.credit import rloo as _rloo  # noqa: F401  (registers "rloo")
+from turncredit.credit import spa as _spa  # noqa: F401  (registers "spa")
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.credit.registry import ESTIMATORS, assign_advantages, compute_advantages
 

@@ -92,6 +92,15 @@ class MultiTurnEnv(ABC):
         except EnvFailure as e:
             return e
 
+    def expert(self) -> Any:
+        """A scripted player for demonstrations and a ceiling: `play(env, task, rng) -> Episode`,
+        or None when this environment has none."""
+        return None
+
+    def summarize(self, episodes: Sequence[Any]) -> dict[str, float]:
+        """This environment's own metrics over finished episodes (added to eval and train logs)."""
+        return {}
+
     @property
     def max_turns(self) -> int:
         return int(self.options.max_turns)

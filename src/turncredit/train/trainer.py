@@ -18,6 +18,7 @@ import torch
 
 from turncredit.config import Config, TrainConfig, env_from_config, save_config
 from turncredit.credit import assign_advantages
+from turncredit.rewards import SHAPERS
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
 from turncredit.evaluate import label_rates
@@ -93,6 +94,7 @@ class Trainer:
         t_rollout = time.perf_counter() - t0
 
         a = self.cfg.algo
+        SHAPERS.get(a.reward_shaper)(episodes, step, **a.shaper_options)
         assign_advantages(episodes, a.estimator, **a.estimator_options)
         kept = variance_filter(episodes, a.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
@@ -226,6 +228,7 @@ class Trainer:
             "aborted": sum(ep.aborted for ep in episodes),
             "turns_mean": statistics.fmean(ep.num_turns for ep in episodes),
             **label_rates(episodes),
+            **self.env.summarize(episodes),
             "entropy": ustats.entropy,
             "approx_kl": ustats.approx_kl,
             "ref_kl": ustats.ref_kl,

@@ -116,6 +116,11 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         self.oracle: Oracle = ORACLES.get(o.oracle)()
         self._words: dict[str, list[SecretWord]] = {}
 
+    def expert(self):
+        from turncredit.envs.twenty_questions.expert import ExpertQuestioner
+
+        return ExpertQuestioner().play
+
     # -- word lists ----------------------------------------------------------------------------
     def words_path(self, split: str) -> Path:
         if split not in SPLITS:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from turncredit.paths import repo_root
+
 #: lexicographer files that make a noun sense "concrete enough" for the game
 CONCRETE_LEXNAMES = (
     "noun.animal", "noun.artifact", "noun.food", "noun.plant",
@@ -42,11 +44,6 @@ def qualifying_synset(wn: Any, word: str) -> Any | None:
 
 def secret_from_synset(word: str, syn: Any) -> SecretWord:
     return SecretWord(word=word, synset=syn.name(), category=syn.lexname().split(".", 1)[1])
-
-
-def repo_root() -> Path:
-    """The repository root (the package is installed editable from src/turncredit)."""
-    return Path(__file__).resolve().parents[4]
 
 
 def default_words_path(split: str) -> Path:

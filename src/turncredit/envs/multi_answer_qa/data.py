@@ -1,0 +1,81 @@
+"""Multi-answer questions from JSONL: ours or QAMPARI's, told apart line by line.
+
+Ours:     {"id": "...", "question": "...", "answers": [{"name": "...", "aliases": ["..."]}]}
+QAMPARI:  {"qid": "...", "question_text": "...", "answer_list": [{"answer_text": "...",
+           "aliases": ["..."], ...}]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from turncredit.envs.multi_answer_qa.matching import Entity
+from turncredit.paths import repo_root
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    question: str
+    answers: tuple[Entity, ...]
+
+    def to_task_data(self) -> dict[str, Any]:
+        return {"question": self.question,
+                "answers": [{"name": e.name, "aliases": list(e.aliases)} for e in self.answers]}
+
+    @classmethod
+    def from_task_data(cls, qid: str, data: dict[str, Any]) -> "Question":
+        return cls(qid, data["question"], tuple(Entity(a["name"], tuple(a.get("aliases", ()))) for a in data["answers"]))
+
+
+def default_data_dir() -> Path:
+    return repo_root() / "data" / "qa"
+
+
+def _entities(raw: Any, where: str, name_key: str) -> tuple[Entity, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{where}: expected a non-empty list of answers")
+    out = []
+    for j, a in enumerate(raw):
+        if not isinstance(a, dict) or not isinstance(a.get(name_key), str) or not a[name_key].strip():
+            raise ValueError(f"{where}: answer {j} needs a non-empty {name_key!r} string")
+        aliases = a.get("aliases") or []
+        if not isinstance(aliases, list) or not all(isinstance(x, str) for x in aliases):
+            raise ValueError(f"{where}: answer {j} 'aliases' must be a list of strings")
+        out.append(Entity(a[name_key].strip(), tuple(x for x in aliases if x.strip())))
+    return tuple(out)
+
+
+def parse_question(row: Any, where: str) -> Question:
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    if "question_text" in row:  # QAMPARI
+        return Question(str(row.get("qid", where)), str(row["question_text"]),
+                        _entities(row.get("answer_list"), where, "answer_text"))
+    if not isinstance(row.get("question"), str):
+        raise ValueError(f"{where}: expected 'question' (ours) or 'question_text' (QAMPARI)")
+    return Question(str(row.get("id", where)), row["question"], _entities(row.get("answers"), where, "name"))
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"question file not found: {p}")
+    out = []
+    with p.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{p}:{n}: not valid JSON ({e.msg})") from None
+            out.append(parse_question(row, f"{p}:{n}"))
+    if not out:
+        raise ValueError(f"{p}: no questions")
+    return out

@@ -1,0 +1,213 @@
+"""Multi-answer QA with a search tool (SPADER's protocol).
+
+Each turn the agent searches (several queries in one call) or answers with a list of entities;
+the answer ends the episode with its set F1 as the reward. Tool replies are the top-k passages
+of each query, each capped in characters. A malformed action gets a format reply and
+`invalid_reward`, never a crash. One turn's searches, across all active episodes, go to the
+retriever in one call (`step_batch`).
+
+Per-turn `info` carries what the diversity reward and the metrics need: `queries` (how many
+were issued), `retrieved_gold` (canonical names of gold entities first or again seen in the
+passages) and, on the answer turn, precision / recall / f1 / exact_match.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from turncredit.envs.base import ENVS, EnvFailure, MultiTurnEnv, StepResult, Task
+from turncredit.envs.multi_answer_qa.data import SPLITS, Question, default_data_dir, load_questions
+from turncredit.envs.multi_answer_qa.matching import mentioned_entities, recall_at_k, set_score
+from turncredit.envs.multi_answer_qa.parse import Action, parse_action
+from turncredit.search.base import RETRIEVERS, Passage
+
+SYSTEM_PROMPT = (
+    "Answer the question with every correct entity you can find. You have a search tool over "
+    "an encyclopedia. Each turn, first think briefly inside <think>...</think>, then either "
+    "search with a JSON list of queries, e.g. <tool_call>[\"query one\", \"query two\"]</tool_call>, "
+    "or give your final answer as a JSON list of entities, e.g. <answer>[\"A\", \"B\"]</answer>. "
+    "Search results come back inside <tool_response>...</tool_response>. Answer once; the answer "
+    "ends the task."
+)
+
+
+@dataclass
+class MultiAnswerQAOptions:
+    max_turns: int = 16
+    data_dir: str = ""  # folder with train/val/test.jsonl (+ corpus.jsonl); empty = data/qa
+    questions_train: str = ""  # explicit question files override data_dir
+    questions_val: str = ""
+    questions_test: str = ""
+    retriever: str = "bm25"  # a name in turncredit.search.RETRIEVERS
+    #: options of the retriever; bm25 defaults `corpus` to <data_dir>/corpus.jsonl, http needs `url`
+    retriever_options: dict[str, Any] = field(default_factory=dict)
+    top_k: int = 5  # passages per query
+    max_passage_chars: int = 300  # each passage's text is cut to this many characters
+    max_queries: int = 5  # per tool call
+    invalid_reward: float = -0.1  # a malformed turn
+    end_on_invalid: bool = False  # a malformed turn ends the episode (GRPO baseline: −1 and stop)
+    no_answer_reward: float = 0.0  # the turn limit reached without an answer
+    concurrency: int = 1
+    system_prompt: str = SYSTEM_PROMPT
+
+
+@dataclass
+class QAState:
+    question: Question
+    turns: int = 0
+    seen_gold: set[str] = field(default_factory=set)  # gold entities seen in any tool reply
+    done: bool = False
+
+
+@ENVS.register("multi_answer_qa")
+class MultiAnswerQAEnv(MultiTurnEnv):
+    Options = MultiAnswerQAOptions
+
+    def __init__(self, options: MultiAnswerQAOptions | None = None, retriever: Any = None) -> None:
+        super().__init__(options if options is not None else MultiAnswerQAOptions())
+        o = self.options
+        for name, ok in (("max_turns", o.max_turns >= 1), ("top_k", o.top_k >= 1),
+                         ("max_passage_chars", o.max_passage_chars >= 1), ("max_queries", o.max_queries >= 1)):
+            if not ok:
+                raise ValueError(f"multi_answer_qa.{name}: expected >= 1, got {getattr(o, name)}")
+        self._retriever = retriever
+        self._questions: dict[str, list[Question]] = {}
+
+    # -- data ----------------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.options.data_dir).expanduser() if self.options.data_dir else default_data_dir()
+
+    def questions(self, split: str) -> list[Question]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        if split not in self._questions:
+            custom = getattr(self.options, f"questions_{split}")
+            self._questions[split] = load_questions(Path(custom).expanduser() if custom else self.data_dir / f"{split}.jsonl")
+        return self._questions[split]
+
+    def tasks(self, split: str) -> list[Task]:
+        return [Task(q.qid, q.to_task_data()) for q in self.questions(split)]
+
+    @property
+    def retriever(self) -> Any:
+        if self._retriever is None:
+            import turncredit.search  # noqa: F401  (registers bm25 and http)
+
+            opts = dict(self.options.retriever_options)
+            cls = RETRIEVERS.get(self.options.retriever)
+            if self.options.retriever == "bm25":
+                opts.setdefault("corpus", str(self.data_dir / "corpus.jsonl"))
+            try:
+                self._retriever = cls(**opts)
+            except TypeError as e:
+                raise ValueError(f"env.options.retriever_options: {e}") from None
+        return self._retriever
+
+    # -- episode -------------------------------------------------------------------------------
+    def reset(self, task: Task, rng: random.Random) -> tuple[list[dict[str, str]], QAState]:
+        q = Question.from_task_data(task.task_id, task.data)
+        messages = [{"role": "system", "content": self.options.system_prompt},
+                    {"role": "user", "content": f"Question: {q.question}"}]
+        return messages, QAState(question=q)
+
+    def step(self, state: QAState, action_text: str) -> StepResult:
+        return self.step_batch([state], [action_text])[0]  # type: ignore[return-value]
+
+    def step_batch(self, states: Sequence[QAState], actions: Sequence[str]) -> list[StepResult | EnvFailure]:
+        if len(states) != len(actions):
+            raise ValueError(f"step_batch: {len(states)} states but {len(actions)} actions")
+        parsed = [parse_action(a, self.options.max_queries) for a in actions]
+        queries = list(dict.fromkeys(q for p in parsed if p.kind == "search" for q in p.items))
+        hits: dict[str, list[Passage]] | EnvFailure = {}
+        if queries:
+            try:
+                hits = dict(zip(queries, self.retriever.search(queries, self.options.top_k), strict=True))
+            except EnvFailure as e:
+                hits = e
+        out: list[StepResult | EnvFailure] = []
+        for state, act in zip(states, parsed):
+            state.turns += 1
+            if act.kind == "search" and isinstance(hits, EnvFailure):
+                out.append(hits)
+                continue
+            res = self._answer(state, act, hits if isinstance(hits, dict) else {})
+            state.done = res.done
+            out.append(res)
+        return out
+
+    def _answer(self, state: QAState, act: Action, hits: dict[str, list[Passage]]) -> StepResult:
+        o = self.options
+        last = state.turns >= o.max_turns
+        gold = state.question.answers
+        if act.kind == "invalid":
+            info = {"label": "Invalid", "error": act.error, "queries": 0, "retrieved_gold": []}
+            done = o.end_on_invalid or last
+            reward = o.invalid_reward + (o.no_answer_reward if last and not o.end_on_invalid else 0.0)
+            return StepResult(f"Format error: {act.error}.", reward, done, info=info)
+        if act.kind == "search":
+            blocks, found = [], []
+            for q in act.items:
+                passages = hits.get(q, [])
+                lines = [f"Doc {j + 1} (Title: {p.title}) {p.text[: o.max_passage_chars]}" for j, p in enumerate(passages)]
+                blocks.append(f"Query: {q}\n" + ("\n".join(lines) if lines else "No results."))
+                for p in passages:
+                    found += mentioned_entities(f"{p.title} {p.text[: o.max_passage_chars]}", gold)
+            retrieved = list(dict.fromkeys(found))
+            state.seen_gold.update(retrieved)
+            info = {"label": "Search", "queries": len(act.items), "retrieved_gold": retrieved}
+            reply = "<tool_response>\n" + "\n\n".join(blocks) + "\n</tool_response>"
+            return StepResult(reply, o.no_answer_reward if last else 0.0, last, info=info)
+        score = set_score(act.items, gold)
+        info = {"label": "Answer", "queries": 0, "retrieved_gold": [], "answers": act.items,
+                "precision": score.precision, "recall": score.recall, "f1": score.f1,
+                "exact_match": score.exact_match, "recall@5": recall_at_k(act.items, gold, 5),
+                "evidence_recall": len(state.seen_gold) / max(1, len(gold))}
+        return StepResult("Answer recorded.", score.f1, True, success=score.exact_match == 1.0, info=info)
+
+    def expert(self):
+        from turncredit.envs.multi_answer_qa.expert import GoldSearcher
+
+        return GoldSearcher().play
+
+    # -- metrics -------------------------------------------------------------------------------
+    def summarize(self, episodes: Sequence[Any]) -> dict[str, float]:
+        """Answer-set precision / recall / F1 / exact match (0 for no answer), evidence recall
+        (gold entities seen in tool replies), tool calls and queries per episode, format errors."""
+        if not episodes:
+            return {}
+        final = [_answer_info(ep) for ep in episodes]
+        turns = [t for ep in episodes for t in ep.turns]
+        gold_n = [max(1, len(ep.task.get("answers", []))) for ep in episodes]
+        seen = [len({e for t in ep.turns for e in t.info.get("retrieved_gold", [])}) / g for ep, g in zip(episodes, gold_n)]
+        mean = statistics.fmean
+        return {
+            "f1": mean(f.get("f1", 0.0) for f in final),
+            "precision": mean(f.get("precision", 0.0) for f in final),
+            "recall": mean(f.get("recall", 0.0) for f in final),
+            "exact_match": mean(f.get("exact_match", 0.0) for f in final),
+            "recall@5": mean(f.get("recall@5", 0.0) for f in final),
+            "answered": mean(float("f1" in f) for f in final),
+            "evidence_recall": mean(seen),
+            "tool_calls": mean(sum(t.info.get("label") == "Search" for t in ep.turns) for ep in episodes),
+            "queries": mean(sum(t.info.get("queries", 0) for t in ep.turns) for ep in episodes),
+            "format_error_rate": (sum(t.info.get("label") == "Invalid" for t in turns) / len(turns)) if turns else 0.0,
+        }
+
+
+def _answer_info(ep: Any) -> dict[str, Any]:
+    for t in reversed(ep.turns):
+        if t.info.get("label") == "Answer":
+            return t.info
+    return {}
+
+
+def write_questions(path: str | Path, questions: Sequence[Question]) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for q in questions:
+            f.write(json.dumps({"id": q.qid, **q.to_task_data()}, ensure_ascii=False) + "\n")

@@ -1,0 +1,51 @@
+"""Reward shapers on a step's episodes, registered by name (`algo.reward_shaper`).
+
+A shaper sees the whole step (groups included) and adds to `Turn.reward` in place; the
+environment's own reward stays in `Turn.info["env_reward"]`, so shaping twice gives the same
+result and reports can show both.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from turncredit.episode import Episode
+from turncredit.registry import Registry
+from turncredit.rewards.diversity import diversity_rewards, query_cost
+
+Shaper = Callable[..., None]
+SHAPERS: Registry[Shaper] = Registry("reward shaper")
+
+
+@SHAPERS.register("none")
+def no_shaping(episodes: Sequence[Episode], step: int) -> None:
+    """Train on the environment's rewards as they are."""
+
+
+def add_step_bonus(episodes: Sequence[Episode], bonus: Sequence[Sequence[float]], key: str) -> None:
+    for ep, row in zip(episodes, bonus, strict=True):
+        for turn, x in zip(ep.turns, row, strict=True):
+            base = turn.info.setdefault("env_reward", turn.reward)
+            turn.info[key] = float(x)
+            turn.reward = base + float(x)
+
+
+@SHAPERS.register("diversity")
+def diversity_shaper(
+    episodes: Sequence[Episode], step: int, *, alpha: float = 1.0, beta: float = 4.0, lam: float = 1.0,
+    cost: float = 0.01, cost_warmup: int = 100, cost_ramp: int = 100,
+) -> None:
+    """SPADER's exploration reward (`diversity_rewards`), the query cost ramped in by training
+    step (`query_cost`; `step` counts from 1). Reads what the QA environment records per turn:
+    `info["retrieved_gold"]` and `info["queries"]`; gold entities are `task["answers"][*]["name"]`.
+    Aborted episodes are left out of the group counts N(e) and are not shaped."""
+    live = [ep for ep in episodes if not ep.aborted]
+    c = query_cost(step - 1, cost, cost_warmup, cost_ramp)
+    bonus = diversity_rewards(
+        group_ids=[ep.group_id for ep in live],
+        gold=[[a["name"] for a in ep.task.get("answers", [])] for ep in live],
+        retrieved=[[t.info.get("retrieved_gold", []) for t in ep.turns] for ep in live],
+        queries=[[int(t.info.get("queries", 0)) for t in ep.turns] for ep in live],
+        alpha=alpha, beta=beta, lam=lam, cost=c,
+    )
+    add_step_bonus(live, bonus, "exploration_reward")

@@ -14,11 +14,10 @@ import types
 import pytest
 import torch
 
-from turncredit.chat import ChatBridge
 from turncredit.config import ConfigError, load_config
 from turncredit.envs.base import Task
 from turncredit.envs.peer_workload import PeerWorkloadEnv, PeerWorkloadOptions
-from turncredit.policy.backends import BACKENDS, KVCacheBackend, SamplingParams
+from turncredit.policy.backends import BACKENDS, SamplingParams
 from turncredit.policy.loading import add_lora
 from turncredit.policy.session import PolicySession
 from turncredit.rollout import RolloutStats, run_episodes

@@ -14,6 +14,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from turncredit.jsonl import iter_jsonl
+
 
 @dataclass
 class Turn:
@@ -113,17 +115,4 @@ def write_episodes(path: str | Path, episodes: Iterable[Episode]) -> None:
 
 
 def read_episodes(path: str | Path) -> list[Episode]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"episode file not found: {path}")
-    out = []
-    with path.open() as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-            out.append(Episode.from_dict(d, where=f"{path}:{n}"))
-    return out
+    return [Episode.from_dict(d, where=where) for where, d in iter_jsonl(path, "episode")]

@@ -6,11 +6,11 @@ index scores them as one sparse product and a server gets one request.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
+from turncredit.jsonl import iter_jsonl
 from turncredit.registry import Registry
 
 
@@ -38,27 +38,17 @@ RETRIEVERS: Registry[type] = Registry("retriever")
 
 def read_corpus(path: str | Path) -> list[Passage]:
     """A JSONL corpus: one passage per line, `{"id", "title", "text"}` or `{"id", "contents"}`."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(f"corpus file not found: {p}")
     out: list[Passage] = []
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row: Any = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{p}:{n}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{p}:{n}: expected a JSON object per line")
-            pid = str(row.get("id", row.get("_id", n - 1)))
-            if isinstance(row.get("contents"), str):
-                out.append(Passage.from_contents(pid, row["contents"]))
-            elif isinstance(row.get("text"), str):
-                out.append(Passage(pid, str(row.get("title", "")), row["text"]))
-            else:
-                raise ValueError(f"{p}:{n}: expected a 'text' (with optional 'title') or a 'contents' string")
+    for n, (where, row) in enumerate(iter_jsonl(path, "corpus")):
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a JSON object per line")
+        pid = str(row.get("id", row.get("_id", n)))
+        if isinstance(row.get("contents"), str):
+            out.append(Passage.from_contents(pid, row["contents"]))
+        elif isinstance(row.get("text"), str):
+            out.append(Passage(pid, str(row.get("title", "")), row["text"]))
+        else:
+            raise ValueError(f"{where}: expected a 'text' (with optional 'title') or a 'contents' string")
     if not out:
-        raise ValueError(f"{p}: the corpus is empty")
+        raise ValueError(f"{Path(path).expanduser()}: the corpus is empty")
     return out

@@ -7,12 +7,12 @@ QAMPARI:  {"qid": "...", "question_text": "...", "answer_list": [{"answer_text":
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from turncredit.envs.multi_answer_qa.matching import Entity
+from turncredit.jsonl import iter_jsonl
 from turncredit.paths import repo_root
 
 SPLITS = ("train", "val", "test")
@@ -63,19 +63,7 @@ def parse_question(row: Any, where: str) -> Question:
 
 
 def load_questions(path: str | Path) -> list[Question]:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(f"question file not found: {p}")
-    out = []
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{p}:{n}: not valid JSON ({e.msg})") from None
-            out.append(parse_question(row, f"{p}:{n}"))
+    out = [parse_question(row, where) for where, row in iter_jsonl(path, "question")]
     if not out:
-        raise ValueError(f"{p}: no questions")
+        raise ValueError(f"{Path(path).expanduser()}: no questions")
     return out

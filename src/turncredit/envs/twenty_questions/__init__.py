@@ -7,6 +7,7 @@ from turncredit.envs.twenty_questions.env import (
     TwentyQuestionsState,
 )
 from turncredit.envs.twenty_questions.expert import ExpertQuestioner, write_demonstrations
+from turncredit.envs.twenty_questions.llm_judge import LLMJudgeOracle
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, WordNetOracle
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord, default_words_path, load_words
@@ -15,6 +16,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "ORACLES",
     "ExpertQuestioner",
+    "LLMJudgeOracle",
     "Oracle",
     "OracleAnswer",
     "SecretWord",

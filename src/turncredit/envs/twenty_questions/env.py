@@ -13,6 +13,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, normalise_question
@@ -46,6 +47,7 @@ class TwentyQuestionsOptions:
     words_test: str = ""
     num_candidates: int = 0  # 0 = open game; N > 0 = list N candidate words in the prompt
     oracle: str = "wordnet"
+    oracle_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the oracle
     concurrency: int = 1  # oracle calls of one turn in flight at once (>1 for an LLM judge server)
     win_reward: float = 2.0
     invalid_reward: float = -5.0
@@ -64,6 +66,7 @@ class TwentyQuestionsState:
     candidates: list[SecretWord] = field(default_factory=list)  # empty in the open game
     asked: set[str] = field(default_factory=set)  # normalised questions answered Yes/No
     asked_keys: set[str] = field(default_factory=set)  # their parsed categories
+    history: list[tuple[str, str]] = field(default_factory=list)  # (question, oracle reply) so far
     turns: int = 0
     done: bool = False
     success: bool = False
@@ -113,7 +116,10 @@ class TwentyQuestionsEnv(MultiTurnEnv):
                 "twenty_questions.min_chars/max_chars: expected 1 <= min <= max, "
                 f"got {o.min_chars}, {o.max_chars}"
             )
-        self.oracle: Oracle = ORACLES.get(o.oracle)()
+        try:
+            self.oracle: Oracle = ORACLES.get(o.oracle)(**o.oracle_options)
+        except TypeError as e:
+            raise ValueError(f"twenty_questions.oracle_options: {e}") from None
         self._words: dict[str, list[SecretWord]] = {}
 
     def expert(self):
@@ -188,6 +194,7 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         o = self.options
         state.turns += 1
         label, key, reply = self._judge(state, action_text if isinstance(action_text, str) else "")
+        state.history.append(((action_text or "").strip(), reply))
         reward = {"Invalid": o.invalid_reward, "Repeated": o.repeated_reward}.get(label, 0.0)
         won = label == "Finished"
         done = won or state.turns >= o.max_turns or (o.end_on_invalid and label == "Invalid")
@@ -212,13 +219,13 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         secret = state.secret
         if mentions(q, secret.word):
             return "Finished", self.oracle.parse(q), f"Finished! The answer was {secret.word}."
-        ans = self.oracle.answer(q, secret)
+        ans = self.oracle.answer(q, secret, state.history)
         if ans.label == "Finished":
             return "Finished", ans.key, f"Finished! The answer was {secret.word}."
         if ans.label == "Invalid":
             return "Invalid", None, f"Invalid question. {ans.hint}".strip()
         norm = normalise_question(q)
-        if norm in state.asked or (ans.key is not None and ans.key in state.asked_keys):
+        if ans.label == "Repeated" or norm in state.asked or (ans.key is not None and ans.key in state.asked_keys):
             return "Repeated", ans.key, REPEATED_REPLY
         state.asked.add(norm)
         if ans.key is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Sequence
 
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord
@@ -36,7 +36,8 @@ class OracleAnswer:
 class Oracle:
     """Interface: answer one question about a secret."""
 
-    def answer(self, question: str, secret: SecretWord) -> OracleAnswer:
+    def answer(self, question: str, secret: SecretWord, history: Sequence[tuple[str, str]] = ()) -> OracleAnswer:
+        """`history`: the episode's earlier (question, reply) pairs, for judges that read them."""
         raise NotImplementedError
 
     def parse(self, question: str) -> str | None:
@@ -178,7 +179,7 @@ class WordNetOracle(Oracle):
         word = secret.word.strip().lower().replace(" ", "_")
         return key == word or key in _own_keys(secret.synset)
 
-    def answer(self, question: str, secret: SecretWord) -> OracleAnswer:
+    def answer(self, question: str, secret: SecretWord, history: Sequence[tuple[str, str]] = ()) -> OracleAnswer:
         phrase = self.category_phrase(question)
         key = None if phrase is None else self.resolve(phrase)
         if phrase is not None and key is None:

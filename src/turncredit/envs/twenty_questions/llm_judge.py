@@ -1,0 +1,90 @@
+"""The paper's LLM judge as a 20 Questions oracle, over any chat backend.
+
+The judge gets a system prompt naming the secret, the questions already asked with its earlier
+answers, and the new question; it must answer one word: Yes, No, Invalid, Repeated or Finished.
+The environment's syntactic checks and its exact-mention rule run before the judge and override
+it. A reply that does not start with one of those words is asked again (`parse_retries`
+times); after that the episode is aborted (`EnvFailure`) and counted, never guessed. With a
+deterministic judge (temperature 0) answers are cached per (secret, normalised question).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Sequence
+
+from turncredit.envs.base import EnvFailure
+from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question
+from turncredit.envs.twenty_questions.words import SecretWord
+
+JUDGE_LABELS = ("Yes", "No", "Invalid", "Repeated", "Finished")
+
+JUDGE_PROMPT = (
+    "You are the oracle in a game of 20 Questions. The secret word is \"{secret}\". The player "
+    "asks yes/no questions to find it. Answer each question with exactly one word:\n"
+    "Yes - the answer is yes for \"{secret}\";\n"
+    "No - the answer is no;\n"
+    "Invalid - it is not a yes/no question about the secret;\n"
+    "Repeated - it asks again what an earlier question already asked;\n"
+    "Finished - the player named the secret word.\n"
+    "Reply with the one word only."
+)
+
+_FIRST_WORD = re.compile(r"^\W*([A-Za-z]+)")
+
+
+def parse_label(reply: str) -> str | None:
+    """The label a judge reply starts with (case-insensitive), or None."""
+    m = _FIRST_WORD.match(reply or "")
+    word = m.group(1).capitalize() if m else ""
+    return word if word in JUDGE_LABELS else None
+
+
+@ORACLES.register("llm")
+class LLMJudgeOracle(Oracle):
+    """`client`: a name in `turncredit.llm.CHAT_CLIENTS` ("openai", "hf"); `client_options` go to it."""
+
+    def __init__(self, client: str = "openai", client_options: dict[str, Any] | None = None,
+                 parse_retries: int = 2, cache: bool | None = None, chat_client: Any = None) -> None:
+        from turncredit.llm import CHAT_CLIENTS
+
+        opts = dict(client_options or {})
+        self.client = chat_client if chat_client is not None else CHAT_CLIENTS.get(client)(**opts)
+        self.parse_retries = parse_retries
+        deterministic = float(opts.get("temperature", 0.0)) == 0.0
+        self.use_cache = deterministic if cache is None else cache
+        self._cache: dict[tuple[str, str], OracleAnswer] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.unparseable = 0
+
+    def messages(self, question: str, secret: SecretWord, history: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+        msgs = [{"role": "system", "content": JUDGE_PROMPT.format(secret=secret.word)}]
+        for q, a in history:
+            msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        return msgs + [{"role": "user", "content": question}]
+
+    def answer(self, question: str, secret: SecretWord, history: Sequence[tuple[str, str]] = ()) -> OracleAnswer:
+        key = (secret.word, normalise_question(question))
+        if self.use_cache:
+            with self._lock:
+                hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+        msgs = self.messages(question, secret, history)
+        for _ in range(self.parse_retries + 1):
+            reply = self.client.complete(msgs)  # raises EnvFailure when the server gives up
+            with self._lock:
+                self.calls += 1
+            label = parse_label(reply)
+            if label is not None:
+                ans = OracleAnswer(label)
+                if self.use_cache:
+                    with self._lock:
+                        self._cache[key] = ans
+                return ans
+            with self._lock:
+                self.unparseable += 1
+        raise EnvFailure(f"LLM judge: no Yes/No/Invalid/Repeated/Finished in its reply after "
+                         f"{self.parse_retries + 1} tries (last: {reply[:80]!r})")

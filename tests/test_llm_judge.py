@@ -1,0 +1,137 @@
+"""The LLM judge oracle: label parsing, re-asking, caching, the env's overriding rules, and
+both backends (a loopback chat-completions server and the local HF model)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from turncredit.envs.base import EnvFailure, Task
+from turncredit.envs.twenty_questions import LLMJudgeOracle, SecretWord, TwentyQuestionsEnv, TwentyQuestionsOptions
+from turncredit.envs.twenty_questions.llm_judge import parse_label
+from turncredit.llm import HFChatClient
+
+DOG = Task("dog", {"secret": "dog", "synset": "dog.n.01", "category": "animal", "split": "train"})
+
+
+class ScriptedJudge:
+    """Answers from a list (then "No."), and records every conversation it was shown."""
+
+    def __init__(self, replies=()):
+        self.replies, self.seen = list(replies), []
+
+    def complete(self, messages):
+        self.seen.append(messages)
+        return self.replies.pop(0) if self.replies else "No."
+
+
+def _env(judge, **opts):
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(**opts))
+    env.oracle = LLMJudgeOracle(chat_client=judge)
+    return env
+
+
+@pytest.mark.parametrize("reply, label", [
+    ("Yes.", "Yes"), ("no", "No"), ("  **Repeated** - you asked", "Repeated"), ("FINISHED!", "Finished"),
+    ("Invalid", "Invalid"), ("I think yes", None), ("", None), ("Yesterday", None),
+])
+def test_parse_label(reply, label):
+    assert parse_label(reply) == label
+
+
+def test_judge_sees_the_secret_and_the_history_and_its_labels_reach_the_player():
+    judge = ScriptedJudge(["Yes.", "Repeated"])
+    env = _env(judge)
+    _, st = env.reset(DOG, random.Random(0))
+    r1 = env.step(st, "Is it an animal?")
+    r2 = env.step(st, "Is it some kind of creature?")
+    assert (r1.info["label"], r1.reply) == ("Yes", "Yes.")
+    assert r2.info["label"] == "Repeated" and r2.reward == env.options.repeated_reward
+    system, *rest = judge.seen[1]
+    assert '"dog"' in system["content"]
+    assert rest == [{"role": "user", "content": "Is it an animal?"}, {"role": "assistant", "content": "Yes."},
+                    {"role": "user", "content": "Is it some kind of creature?"}]
+
+
+def test_syntax_and_exact_mention_override_the_judge():
+    judge = ScriptedJudge(["No."])
+    env = _env(judge)
+    _, st = env.reset(DOG, random.Random(0))
+    assert env.step(st, "animal").info["label"] == "Invalid"  # no question mark
+    won = env.step(st, "Is it a dog?")
+    assert won.success and won.info["label"] == "Finished"
+    assert judge.seen == []  # neither reached the judge
+
+
+def test_unparseable_replies_are_asked_again_then_the_episode_aborts():
+    judge = ScriptedJudge(["Hmm, maybe?", "Yes."])
+    oracle = LLMJudgeOracle(chat_client=judge, parse_retries=1)
+    dog = SecretWord("dog", "dog.n.01", "animal")
+    assert oracle.answer("Is it alive?", dog).label == "Yes" and oracle.unparseable == 1
+    judge.replies = ["what?", "hmm"]
+    with pytest.raises(EnvFailure, match="after 2 tries"):
+        oracle.answer("Is it big?", dog)
+    # through the env's batch step the failure aborts that episode only
+    env = _env(ScriptedJudge(["???"] * 3 + ["No."]))
+    s1, s2 = (env.reset(DOG, random.Random(0))[1] for _ in range(2))
+    out = env.step_batch([s1, s2], ["Is it red?", "Is it blue?"])
+    assert isinstance(out[0], EnvFailure) and out[1].info["label"] == "No"
+
+
+def test_deterministic_answers_are_cached_per_secret_and_normalised_question():
+    judge = ScriptedJudge(["Yes.", "No."])
+    oracle = LLMJudgeOracle(chat_client=judge)
+    dog, cat = SecretWord("dog", "dog.n.01", "animal"), SecretWord("cat", "cat.n.01", "animal")
+    assert oracle.answer("Is it a pet?", dog).label == "Yes"
+    assert oracle.answer("is it a PET ?", dog).label == "Yes" and oracle.calls == 1
+    assert oracle.answer("Is it a pet?", cat).label == "No" and oracle.calls == 2
+    sampled = LLMJudgeOracle(chat_client=ScriptedJudge(), client_options={"temperature": 0.7})
+    assert not sampled.use_cache
+
+
+class JudgeHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        secret = body["messages"][0]["content"].split('"')[1]
+        question = body["messages"][-1]["content"].lower()
+        content = "Yes." if secret == "dog" and "animal" in question else "No."
+        payload = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_an_env_configured_with_the_http_judge(tmp_path):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), JudgeHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        env = TwentyQuestionsEnv(TwentyQuestionsOptions(oracle="llm", concurrency=2, oracle_options={
+            "client": "openai", "client_options": {"model": "judge", "base_url": f"http://127.0.0.1:{srv.server_port}/v1"}}))
+        states = [env.reset(DOG, random.Random(0))[1] for _ in range(2)]
+        out = env.step_batch(states, ["Is it an animal?", "Is it a tool?"])
+        assert [r.info["label"] for r in out] == ["Yes", "No"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    with pytest.raises(ValueError, match="oracle_options"):
+        TwentyQuestionsEnv(TwentyQuestionsOptions(oracle="llm", oracle_options={"nope": 1}))
+
+
+def test_the_local_hf_judge_path(tiny_policy, smol_tokenizer):
+    client = HFChatClient(model_obj=tiny_policy, tokenizer=smol_tokenizer, max_tokens=3)
+    text = client.complete([{"role": "user", "content": "Is it an animal?"}])
+    assert isinstance(text, str) and len(smol_tokenizer(text)["input_ids"]) <= 3
+    assert client.complete([{"role": "user", "content": "Is it an animal?"}]) == text  # greedy
+    # the random tiny model never says a label: asked again, then the episode aborts
+    oracle = LLMJudgeOracle(chat_client=client, parse_retries=1)
+    with pytest.raises(EnvFailure):
+        oracle.answer("Is it an animal?", SecretWord("dog", "dog.n.01", "animal"))
+    assert oracle.calls == 2 and oracle.unparseable == 2

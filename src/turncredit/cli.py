@@ -1,4 +1,4 @@
-"""The `turncredit` command: train | eval | sft | demos | pipeline | bench.
+"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check.
 
 Every command takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
 `turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
@@ -74,6 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", type=int, default=3, help="timed groups (median reported; default 3)")
     p.add_argument("--no-train", action="store_true", help="time rollouts only")
     p.add_argument("--out", help="append the result as one JSON line to this file")
+    p = sub.add_parser("oracle-check", help="agreement of the configured 20 Questions oracle with another",
+                       description="Ask the config's oracle (env.options.oracle, e.g. an LLM judge) and a "
+                       "reference oracle the same questions; report agreement, Cohen's kappa and the "
+                       "label confusion table.")
+    _add_common(p)
+    p.add_argument("--against", default="wordnet", help="the reference oracle (default wordnet)")
+    p.add_argument("--questions", help="JSONL of {secret, synset, question}; default: the expert's questions")
+    p.add_argument("--n-words", type=int, default=20, help="words the expert plays for questions (default 20)")
+    p.add_argument("--split", default="test", choices=["train", "val", "test"], help="their split (default test)")
+    p.add_argument("--out", help="write the report as JSON to this file")
     return ap
 
 
@@ -288,7 +298,28 @@ def cmd_bench(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+def cmd_oracle_check(cfg, args) -> int:
+    from turncredit.config import ConfigError, env_from_config
+    from turncredit.envs.twenty_questions.oracle import ORACLES
+    from turncredit.oracle_check import agreement, expert_pairs, format_agreement, read_pairs
+
+    env = env_from_config(cfg)
+    if not hasattr(env, "oracle"):
+        raise ConfigError(f"env.name: oracle-check needs an environment with an oracle, got {cfg.env.name!r}")
+    try:
+        reference = ORACLES.get(args.against)()
+    except KeyError as e:
+        raise ConfigError(f"--against: {e.args[0]}") from None
+    pairs = read_pairs(args.questions) if args.questions else expert_pairs(env, args.split, args.n_words, cfg.run.seed)
+    res = agreement(pairs, env.oracle, reference)
+    print(format_agreement(res, env.options.oracle, args.against))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(res, indent=2))
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

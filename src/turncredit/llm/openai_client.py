@@ -1,24 +1,20 @@
 """A client for any OpenAI-compatible chat-completions server (vLLM, llama.cpp server, a hosted API).
 
 `POST {base_url}/chat/completions` with `{"model", "messages", "temperature", "max_tokens"}`;
-the reply text is `choices[0].message.content`. Transient failures (connection errors, timeouts,
-429 and 5xx, a reply that is not the protocol) are retried with exponential backoff; what still
-fails raises `EnvFailure`, so the episode that needed the answer is aborted and counted, never
-given a guessed one. At most `max_concurrency` requests are in flight per client.
+the reply text is `choices[0].message.content`. Retries and failure as in
+`turncredit.http_json.post_json`: what still fails aborts the episode that needed the answer,
+never gives it a guessed one. At most `max_concurrency` requests are in flight per client.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, Sequence
 
 from turncredit.envs.base import EnvFailure
+from turncredit.http_json import post_json
 from turncredit.registry import Registry
 
 Messages = list[dict[str, str]]
@@ -29,9 +25,6 @@ class ChatClient(Protocol):
 
 
 CHAT_CLIENTS: Registry[type] = Registry("chat client")
-
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
-
 
 @CHAT_CLIENTS.register("openai")
 class OpenAIChatClient:
@@ -57,28 +50,10 @@ class OpenAIChatClient:
         self._slots = threading.BoundedSemaphore(max_concurrency)
 
     def complete(self, messages: Messages) -> str:
-        payload = json.dumps({"model": self.model, "messages": messages, **self.body}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                with self._slots:
-                    req = urllib.request.Request(self.url, data=payload, headers=headers)
-                    with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                        return _reply_text(json.loads(resp.read().decode("utf-8")))
-            except urllib.error.HTTPError as e:
-                last = f"HTTP {e.code}"
-                if e.code not in RETRYABLE_STATUS:
-                    break  # a bad request or key: retrying will not help
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            except ValueError as e:  # not JSON, or not the protocol
-                last = str(e)
-        raise EnvFailure(f"chat server {self.url} failed after {attempt + 1} attempt(s): {last}")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return post_json(self.url, {"model": self.model, "messages": messages, **self.body}, _reply_text,
+                         what="chat server", headers=headers, timeout=self.timeout, retries=self.retries,
+                         backoff=self.backoff, gate=self._slots)
 
     def complete_many(self, batch: Sequence[Messages]) -> list[str | EnvFailure]:
         """Every conversation answered concurrently (bounded), in order; a failure in its slot."""

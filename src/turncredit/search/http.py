@@ -2,20 +2,15 @@
 
 Request: `{"queries": [...], "topk": k, "return_scores": true}`; reply: `{"result": [[hit, …]
 per query]}` where a hit is `{"document": {"id", "contents"}, "score"}` (or, without scores,
-the document itself). Transient failures (connection errors, timeouts, 5xx) are retried with
-exponential backoff; what still fails raises `EnvFailure`, so the episode is aborted and
-counted rather than fed an empty result.
+the document itself). Retries and failure as in `turncredit.http_json.post_json`: what still
+fails aborts the episode rather than feeding it an empty result.
 """
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
 from typing import Any, Sequence
 
-from turncredit.envs.base import EnvFailure
+from turncredit.http_json import post_json
 from turncredit.search.base import RETRIEVERS, Passage
 
 
@@ -32,25 +27,9 @@ class HTTPRetriever:
     def search(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
         if not queries:
             return []
-        body = json.dumps({"queries": list(queries), "topk": k, "return_scores": True}).encode()
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                req = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    payload = json.loads(resp.read().decode("utf-8"))
-                return _parse(payload, len(queries))
-            except urllib.error.HTTPError as e:
-                last = f"HTTP {e.code}"
-                if e.code < 500:
-                    break  # the request itself is wrong: retrying will not help
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            except ValueError as e:  # not JSON, or not the protocol
-                last = str(e)
-        raise EnvFailure(f"retriever {self.url} failed after {attempt + 1} attempt(s): {last}")
+        body = {"queries": list(queries), "topk": k, "return_scores": True}
+        return post_json(self.url, body, lambda payload: _parse(payload, len(queries)), what="retriever",
+                         timeout=self.timeout, retries=self.retries, backoff=self.backoff)
 
 
 def _parse(payload: Any, n: int) -> list[list[Passage]]:

@@ -3,12 +3,10 @@ both backends (a loopback chat-completions server and the local HF model)."""
 
 from __future__ import annotations
 
-import json
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from loopback import JSONHandler, serve
 
 from turncredit.envs.base import EnvFailure, Task
 from turncredit.envs.twenty_questions import LLMJudgeOracle, SecretWord, TwentyQuestionsEnv, TwentyQuestionsOptions
@@ -93,34 +91,22 @@ def test_deterministic_answers_are_cached_per_secret_and_normalised_question():
     assert not sampled.use_cache
 
 
-class JudgeHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+class JudgeHandler(JSONHandler):
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         secret = body["messages"][0]["content"].split('"')[1]
         question = body["messages"][-1]["content"].lower()
         content = "Yes." if secret == "dog" and "animal" in question else "No."
-        payload = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send_json({"choices": [{"message": {"content": content}}]})
 
 
 def test_an_env_configured_with_the_http_judge(tmp_path):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), JudgeHandler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with serve(JudgeHandler) as base:
         env = TwentyQuestionsEnv(TwentyQuestionsOptions(oracle="llm", concurrency=2, oracle_options={
-            "client": "openai", "client_options": {"model": "judge", "base_url": f"http://127.0.0.1:{srv.server_port}/v1"}}))
+            "client": "openai", "client_options": {"model": "judge", "base_url": base + "/v1"}}))
         states = [env.reset(DOG, random.Random(0))[1] for _ in range(2)]
         out = env.step_batch(states, ["Is it an animal?", "Is it a tool?"])
         assert [r.info["label"] for r in out] == ["Yes", "No"]
-    finally:
-        srv.shutdown()
-        srv.server_close()
     with pytest.raises(ValueError, match="oracle_options"):
         TwentyQuestionsEnv(TwentyQuestionsOptions(oracle="llm", oracle_options={"nope": 1}))
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from loopback import JSONHandler, serve
 
 from turncredit.envs.base import EnvFailure, Task
 from turncredit.envs.multi_answer_qa import (
@@ -211,15 +210,12 @@ def test_bm25_ranks_the_relevant_passage_first_and_caches_the_index(tmp_path):
 
 # -- the /retrieve client ----------------------------------------------------------------------
 
-class RetrieveHandler(BaseHTTPRequestHandler):
+class RetrieveHandler(JSONHandler):
     script: list[str] = []  # what to do for each request, in order: ok / slow / 500 / garbage / drop
     seen: list[dict] = []
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         RetrieveHandler.seen.append(body)
         mode = RetrieveHandler.script.pop(0) if RetrieveHandler.script else "ok"
         if mode == "drop":
@@ -228,30 +224,20 @@ class RetrieveHandler(BaseHTTPRequestHandler):
         if mode == "slow":
             time.sleep(1.0)
         if mode == "500":
-            self.send_response(500)
-            self.end_headers()
-            return
-        if mode == "garbage":
-            payload = b"<html>not json</html>"
+            self.send_json({}, status=500)
+        elif mode == "garbage":
+            self.send_json(b"<html>not json</html>")
         else:
             result = [[{"document": {"id": f"{q}-{j}", "contents": f'"{q} title"\nabout {q} {j}'}, "score": 1.0 - j}
                        for j in range(body["topk"])] for q in body["queries"]]
-            payload = json.dumps({"result": result}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+            self.send_json({"result": result})
 
 
 @pytest.fixture
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), RetrieveHandler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     RetrieveHandler.script, RetrieveHandler.seen = [], []
-    yield f"http://127.0.0.1:{srv.server_port}/retrieve"
-    srv.shutdown()
-    srv.server_close()
+    with serve(RetrieveHandler) as base:
+        yield base + "/retrieve"
 
 
 def test_http_retriever_speaks_the_protocol(server):

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from loopback import JSONHandler, serve
 
 from turncredit.envs.base import EnvFailure
 from turncredit.llm import OpenAIChatClient
 
 
-class ChatHandler(BaseHTTPRequestHandler):
+class ChatHandler(JSONHandler):
     script: list[str] = []  # per request, in order: ok / slow / 500 / 429 / 400 / garbage / nochoices / drop
     seen: list[tuple[str, dict, str]] = []  # (path, body, authorization)
     lock = threading.Lock()
@@ -21,11 +20,8 @@ class ChatHandler(BaseHTTPRequestHandler):
     max_in_flight = 0
     hold = 0.0  # seconds each "ok" reply takes (to see concurrency)
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         cls = ChatHandler
         with cls.lock:
             cls.seen.append((self.path, body, self.headers.get("Authorization", "")))
@@ -43,34 +39,25 @@ class ChatHandler(BaseHTTPRequestHandler):
             self.connection.close()
             return
         if mode in ("500", "429", "400"):
-            self.send_response(int(mode))
-            self.end_headers()
+            self.send_json({}, status=int(mode))
             return
         time.sleep(1.0 if mode == "slow" else ChatHandler.hold)
         if mode == "garbage":
-            payload = b"Internal gateway says hi"
+            self.send_json(b"Internal gateway says hi")
         elif mode == "nochoices":
-            payload = json.dumps({"choices": []}).encode()
+            self.send_json({"choices": []})
         else:
             last = body["messages"][-1]["content"]
-            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": f"echo: {last}"}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+            self.send_json({"choices": [{"message": {"role": "assistant", "content": f"echo: {last}"}}]})
 
 
 @pytest.fixture
 def base_url():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), ChatHandler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     ChatHandler.script, ChatHandler.seen = [], []
     ChatHandler.in_flight = ChatHandler.max_in_flight = 0
     ChatHandler.hold = 0.0
-    yield f"http://127.0.0.1:{srv.server_port}/v1"
-    srv.shutdown()
-    srv.server_close()
+    with serve(ChatHandler) as base:
+        yield base + "/v1"
 
 
 def msgs(text):

@@ -71,8 +71,13 @@ def test_shipped_configs_validate():
     root = Path(__file__).resolve().parents[1] / "configs"
     files = sorted(root.glob("*.yaml"))
     assert files, "no shipped configs"
+    from turncredit.config import env_from_config, validate_estimator
+
     for f in files:
-        load_config(f)
+        cfg = load_config(f)
+        validate_estimator(cfg)
+        env = env_from_config(cfg)  # the env's own options and its oracle / retriever settings
+        assert env.max_turns >= 1, f
 
 
 def test_exponent_without_dot_is_a_float(tmp_path):

@@ -10,6 +10,7 @@ from loopback import JSONHandler, serve
 
 from turncredit.envs.base import EnvFailure, Task
 from turncredit.envs.twenty_questions import LLMJudgeOracle, SecretWord, TwentyQuestionsEnv, TwentyQuestionsOptions
+from turncredit.envs.twenty_questions.oracle import WordNetOracle
 from turncredit.envs.twenty_questions.llm_judge import parse_label
 from turncredit.llm import HFChatClient
 
@@ -121,3 +122,40 @@ def test_the_local_hf_judge_path(tiny_policy, smol_tokenizer):
     with pytest.raises(EnvFailure):
         oracle.answer("Is it an animal?", SecretWord("dog", "dog.n.01", "animal"))
     assert oracle.calls == 2 and oracle.unparseable == 2
+
+
+class WordNetJudgeHandler(JSONHandler):
+    """A chat-completions judge that answers as the WordNet oracle would; records each request."""
+
+    seen: list = []
+
+    def do_POST(self):
+        from turncredit.envs.twenty_questions.words import default_words_path, load_words
+
+        body = self.read_json()
+        WordNetJudgeHandler.seen.append(body)
+        word = body["messages"][0]["content"].split('"')[1]
+        secret = next(w for w in load_words(default_words_path("test")) if w.word == word)
+        label = WordNetOracle().answer(body["messages"][-1]["content"], secret).label
+        self.send_json({"choices": [{"message": {"content": f"{label}."}}]})
+
+
+def test_the_starpo_4b_eval_recipe_path_with_a_local_model_and_a_served_judge(tiny_policy, smol_tokenizer):
+    """configs/20q-starpo-4b-eval.yaml with the hub model swapped for the tiny one, the judge on loopback."""
+    from turncredit.cli import _evaluate, _evaluate_expert
+    from turncredit.config import load_config
+    from turncredit.policy.session import PolicySession
+
+    WordNetJudgeHandler.seen = []
+    with serve(WordNetJudgeHandler) as base:
+        cfg = load_config("configs/20q-starpo-4b-eval.yaml", [
+            f"env.options.oracle_options.client_options.base_url={base}/v1", "rollout.backend=kv",
+            "rollout.backend_options={}", "eval.num_tasks=3", "eval.k=2", "eval.max_new_tokens=4"])
+        assert (cfg.eval.k, cfg.env.options["max_turns"], cfg.env.options["num_candidates"]) == (2, 20, 0)
+        res, eps = _evaluate(cfg, "tiny", PolicySession.from_model(tiny_policy, smol_tokenizer))
+        assert len(eps) == 6 and res["mean_at_k"] == 0.0  # the random model asks nothing valid
+        expert = _evaluate_expert(cfg)  # the scripted questioner, answered through the served judge
+    assert expert["mean_at_k"] == 1.0
+    body = WordNetJudgeHandler.seen[0]
+    assert body["model"] == "Qwen/Qwen3-14B" and body["temperature"] == 0.0
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}

@@ -1,4 +1,4 @@
-"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check.
+"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play.
 
 Every command takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
 `turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
@@ -84,6 +84,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-words", type=int, default=20, help="words the expert plays for questions (default 20)")
     p.add_argument("--split", default="test", choices=["train", "val", "test"], help="their split (default test)")
     p.add_argument("--out", help="write the report as JSON to this file")
+    p = sub.add_parser("play", help="play in the terminal: against the agent, or ask the oracle yourself",
+                       description="The agent asks and you answer (--answerer person), the agent asks and "
+                       "the oracle answers while you watch (--answerer oracle), or you ask and the oracle "
+                       "answers (--asker person). Prints the running transcript, the turn count and a "
+                       "summary; type q to stop a game.")
+    _add_common(p)
+    p.add_argument("--asker", choices=["agent", "person"], default="agent", help="who asks (default agent)")
+    p.add_argument("--answerer", choices=["person", "oracle"], default=None,
+                   help="who answers the agent: person (default) or the configured oracle; a person "
+                   "asking is always answered by the oracle")
+    p.add_argument("--model", help="the agent (checkpoint dir, local path, hub id or 'smollm2'; default model.name)")
+    p.add_argument("--secret", help="the task to play, e.g. the secret word (default: a random one of --split)")
+    p.add_argument("--split", choices=["train", "val", "test"], default=None, help="where random tasks come from (default eval.split)")
+    p.add_argument("--games", type=int, default=1, help="games to play in a row (default 1)")
+    p.add_argument("--seed", type=int, default=None, help="seed for the task draw and sampling (default: a fresh one)")
+    p.add_argument("--greedy", action="store_true", help="the agent decodes greedily instead of sampling at eval.temperature")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds to pause after each agent turn, for watching")
+    p.add_argument("--out", help="write the games as Episode JSONL to this file")
     return ap
 
 
@@ -319,7 +337,59 @@ def cmd_oracle_check(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+def cmd_play(cfg, args) -> int:
+    import random
+
+    from turncredit.config import ConfigError, env_from_config
+    from turncredit.episode import write_episodes
+    from turncredit.play import STOPPED, Console, PersonOracle, pick_tasks, play_agent, play_person, summary
+    from turncredit.rollout import SamplingParams
+
+    answerer = args.answerer or ("oracle" if args.asker == "person" else "person")
+    if args.asker == "person" and answerer == "person":
+        raise ConfigError("--answerer: a person asking is answered by the oracle; use --answerer oracle")
+    if args.games < 1:
+        raise ValueError(f"--games must be ≥ 1, got {args.games}")
+    env = env_from_config(cfg)
+    console = Console(sys.stdin, sys.stdout)
+    if answerer == "person":
+        if not hasattr(env, "oracle"):
+            raise ConfigError(f"--answerer person: environment {cfg.env.name!r} has no oracle seat; use --answerer oracle")
+        env.oracle = PersonOracle(console)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    tasks = pick_tasks(env, args.secret, args.split or cfg.eval.split, args.games, random.Random(seed))
+    session = None
+    if args.asker == "agent":
+        from turncredit.policy.session import PolicySession
+
+        session = PolicySession.from_config(cfg, args.model)
+        params = SamplingParams(cfg.eval.temperature, cfg.eval.top_p, cfg.eval.max_new_tokens, greedy=args.greedy)
+    console.say(f"seed {seed}; {args.asker} asks, {answerer} answers; type q to stop")
+    episodes = []
+    for g, task in enumerate(tasks, 1):
+        console.say(f"\n-- game {g} of {len(tasks)}")
+        if args.asker == "person":
+            ep = play_person(env, task, seed + g, console)
+        else:
+            if answerer == "person":
+                console.say(f"your secret word: {task.task_id!r} (answer the agent's questions about it)")
+            else:
+                console.say(f"the secret: {task.task_id!r}")
+            ep = play_agent(env, session, task, params, seed + g, console, args.delay)
+        episodes.append(ep)
+        console.say(summary(ep, "you" if args.asker == "person" else "the agent", env))
+        if ep.info.get("abort_reason") == STOPPED:
+            break
+    if len(episodes) > 1:
+        won = sum(ep.success for ep in episodes)
+        console.say(f"\n== {won} of {len(episodes)} games won")
+    if args.out:
+        write_episodes(args.out, episodes)
+        console.say(f"games written to {args.out}")
+    return 0
+
+
+COMMANDS = {"play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

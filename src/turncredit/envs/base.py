@@ -92,6 +92,14 @@ class MultiTurnEnv(ABC):
         except EnvFailure as e:
             return e
 
+    def find_task(self, task_id: str) -> Task:
+        """The task of that id in any split (for `turncredit play --task`)."""
+        for split in ("train", "val", "test"):
+            for task in self.tasks(split):
+                if task.task_id == task_id:
+                    return task
+        raise ValueError(f"no task {task_id!r} in the train, val or test split")
+
     def expert(self) -> Any:
         """A scripted player for demonstrations and a ceiling: `play(env, task, rng) -> Episode`,
         or None when this environment has none."""

@@ -96,6 +96,10 @@ def mentions(question: str, word: str) -> bool:
     )
 
 
+def word_task(w: SecretWord, split: str) -> Task:
+    return Task(task_id=w.word, data={"secret": w.word, "synset": w.synset, "category": w.category, "split": split})
+
+
 @ENVS.register("twenty_questions")
 class TwentyQuestionsEnv(MultiTurnEnv):
     """The questioner guesses a secret concrete noun in up to `max_turns` yes/no questions."""
@@ -141,13 +145,22 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         return self._words[split]
 
     def tasks(self, split: str) -> list[Task]:
-        return [
-            Task(
-                task_id=w.word,
-                data={"secret": w.word, "synset": w.synset, "category": w.category, "split": split},
-            )
-            for w in self.words(split)
-        ]
+        return [word_task(w, split) for w in self.words(split)]
+
+    def find_task(self, task_id: str) -> Task:
+        """A listed word's task, or any concrete WordNet noun (so a person may pick the secret)."""
+        try:
+            return super().find_task(task_id)
+        except ValueError:
+            pass
+        from turncredit.envs.twenty_questions.wordnet import load_wordnet
+        from turncredit.envs.twenty_questions.words import qualifying_synset, secret_from_synset
+
+        word = task_id.strip().lower()
+        syn = qualifying_synset(load_wordnet(), word)
+        if syn is None:
+            raise ValueError(f"secret {task_id!r}: not in the word lists and no concrete WordNet noun sense")
+        return word_task(secret_from_synset(word, syn), "test")  # candidates drawn from the test words
 
     # -- episode -------------------------------------------------------------------------------
     def reset(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from turncredit.chat import ChatBridge
+from scripted import scripted_session
+
 from turncredit.cli import main
-from turncredit.policy.backends import Generation
 from turncredit.policy.loading import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,37 +67,14 @@ def test_the_agent_asks_and_the_oracle_answers_while_the_person_watches(tmp_path
     assert len(games) == 2 and all(len(t["action_ids"]) == len(t["sampler_logprobs"]) > 0 for g in games for t in g["turns"])
 
 
-class ScriptedBackend:
-    """Plays a fixed list of questions (as real token ids), so a person's answers can be scripted."""
-
-    def __init__(self, tokenizer, bridge, questions):
-        self.tokenizer, self.bridge, self.questions = tokenizer, bridge, list(questions)
-        self.seen_prompts = []
-
-    def start(self, n_rows, seed):
-        return self
-
-    tokens_prefilled = 0
-
-    def generate(self, rows, new_tokens, params):
-        self.seen_prompts.append(self.tokenizer.decode(new_tokens[0]))
-        ids = self.tokenizer.encode(self.questions.pop(0), add_special_tokens=False) + [self.bridge.end_of_turn_id]
-        return [Generation(ids=ids, logprobs=[0.0] * len(ids))]
-
-    def finish(self, rows):
-        pass
-
-
 @pytest.fixture
 def scripted_agent(monkeypatch, smol_tokenizer):
     from turncredit.policy.session import PolicySession
 
     def install(questions):
-        bridge = ChatBridge(smol_tokenizer)
-        backend = ScriptedBackend(smol_tokenizer, bridge, questions)
-        session = PolicySession(model=None, tokenizer=smol_tokenizer, bridge=bridge, backend=backend)
+        session = scripted_session(None, smol_tokenizer, questions)
         monkeypatch.setattr(PolicySession, "from_config", classmethod(lambda cls, cfg, name=None: session))
-        return backend
+        return session.backend
     return install
 
 

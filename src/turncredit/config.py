@@ -106,7 +106,10 @@ class TrainConfig:
     #: sequences per forward/backward (gradient accumulation inside a minibatch)
     micro_batch_size: int = 8
     bf16: bool = False
+    #: also write a resumable checkpoint every N steps (0 = only the final one)
     save_every: int = 0
+    #: step checkpoints kept on disk, newest first (0 = all); the final checkpoint always stays
+    keep_last: int = 2
 
 
 @dataclass
@@ -381,6 +384,7 @@ def _check_ranges(cfg: Config) -> None:
         ("train.clip_low", 0 <= cfg.train.clip_low < 1, "in [0, 1)"),
         ("train.clip_high", cfg.train.clip_high >= 0, "≥ 0"),
         ("train.save_every", cfg.train.save_every >= 0, "≥ 0"),
+        ("train.keep_last", cfg.train.keep_last >= 0, "≥ 0"),
         ("train.kl_coef", cfg.train.kl_coef == 0 or cfg.train.kl != "none",
          "0 when train.kl is none (set train.kl: k1 or k3)"),
         ("eval.k", cfg.eval.k >= 1, "≥ 1"),
@@ -395,6 +399,24 @@ def _check_ranges(cfg: Config) -> None:
     for key, ok, expected in checks:
         if not ok:
             raise ConfigError(f"{key}: expected {expected}")
+
+
+#: keys a resumed run may change: how long it runs and how it keeps checkpoints, not what it computes
+RESUMABLE_CHANGES = ("train.steps", "train.save_every", "train.keep_last", "run.out_dir", "run.name")
+
+
+def config_differences(a: Config, b: Config) -> list[str]:
+    """The dotted key paths whose values differ between two configs."""
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            if isinstance(v, dict) and prefix.count(".") < 1:  # section.key; option dicts compare whole
+                out.update(flat(v, f"{prefix}{k}."))
+            else:
+                out[f"{prefix}{k}"] = v
+        return out
+    fa, fb = flat(a.to_dict()), flat(b.to_dict())
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
 
 
 def save_config(cfg: Config, path: str | Path) -> None:

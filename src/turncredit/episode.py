@@ -10,6 +10,7 @@ re-tokenisation of text.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -107,11 +108,14 @@ def _check_keys(d: Any, cls: type, where: str) -> None:
 
 
 def write_episodes(path: str | Path, episodes: Iterable[Episode]) -> None:
+    """Write JSONL atomically (temp file, then rename): a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("w") as f:
         for ep in episodes:
             f.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
 
 
 def read_episodes(path: str | Path) -> list[Episode]:

@@ -105,6 +105,11 @@ class MultiTurnEnv(ABC):
         or None when this environment has none."""
         return None
 
+    def counters(self) -> dict[str, int]:
+        """Cumulative counts of what went wrong outside the policy (oracle retries, injected
+        faults, calls given up); the trainer logs each step's increase."""
+        return {}
+
     def summarize(self, episodes: Sequence[Any]) -> dict[str, float]:
         """This environment's own metrics over finished episodes (added to eval and train logs)."""
         return {}

@@ -78,7 +78,7 @@ def _is_complete(d: Path, model: bool) -> bool:
     return not model or ((d / "config.json").is_file() and any(d.glob("*.safetensors")))
 
 
-def _temp_dir(root: Path, name: str) -> Path:
+def temp_dir_beside(root: Path, name: str) -> Path:
     """A private temp dir beside the final one (same filesystem, so the rename is atomic),
     with ordinary permissions (mkdtemp's 0700 would make a shared cache unreadable)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -98,7 +98,7 @@ def _smollm2_tokenizer_dir() -> Path:
     from transformers import AutoTokenizer
 
     pkg, gguf = smollm2_gguf()
-    tmp = _temp_dir(root, SMOLLM2_TOKENIZER_DIR)
+    tmp = temp_dir_beside(root, SMOLLM2_TOKENIZER_DIR)
     try:
         AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf).save_pretrained(str(tmp))
         _publish(tmp, final)
@@ -117,7 +117,7 @@ def _smollm2_model_dir() -> Path:
 
     tok_dir = _smollm2_tokenizer_dir()
     pkg, gguf = smollm2_gguf()
-    tmp = _temp_dir(root, SMOLLM2_DIR)
+    tmp = temp_dir_beside(root, SMOLLM2_DIR)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf, dtype=torch.float32)
         # The weights are dequantised already; saving the GGUF quantizer would make loaders

@@ -6,7 +6,9 @@ Each stage reads and writes `Episode`s; the trainer only wires them together.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import random
 import statistics
 import time
@@ -16,7 +18,9 @@ from typing import Any, Iterator
 
 import torch
 
-from turncredit.config import Config, TrainConfig, env_from_config, save_config
+from turncredit.config import (
+    RESUMABLE_CHANGES, Config, ConfigError, TrainConfig, config_differences, env_from_config, load_config, save_config,
+)
 from turncredit.credit import assign_advantages
 from turncredit.rewards import SHAPERS
 from turncredit.credit.filters import group_reward_std, variance_filter
@@ -24,8 +28,14 @@ from turncredit.episode import Episode, write_episodes
 from turncredit.evaluate import label_rates
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 from turncredit.policy.session import PolicySession
+from turncredit.train.checkpoint import (
+    FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
+    step_dir_name, write_checkpoint,
+)
 from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,6 +50,7 @@ class UpdateStats:
     tokens: int = 0  # action tokens trained on
     sequence_tokens: int = 0  # all non-padding tokens forwarded (what TRL counts as num_tokens)
     optimizer_steps: int = 0
+    skipped_updates: int = 0  # optimizer steps not taken because the loss or gradient was not finite
 
 
 def reuse_gradient_pass(t: TrainConfig) -> bool:
@@ -49,11 +60,16 @@ def reuse_gradient_pass(t: TrainConfig) -> bool:
 
 
 class Trainer:
+    """Runs `train.steps` steps into `run_dir`; with `resume=True` it continues from the run's
+    newest complete checkpoint exactly as if it had never stopped."""
+
     def __init__(
-        self, cfg: Config, run_dir: str | Path | None = None, session: PolicySession | None = None
+        self, cfg: Config, run_dir: str | Path | None = None, session: PolicySession | None = None,
+        resume: bool = False, overwrite: bool = False,
     ) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir or Path(cfg.run.out_dir) / cfg.run.name)
+        resume_from = self._resume_point() if resume else self._fresh_start(overwrite)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, self.run_dir / "config.yaml")
         self.session = session or PolicySession.from_config(cfg)
@@ -64,9 +80,39 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay
         )
+        # the KL reference is the starting policy (cfg.model.name), also when resuming
         self.ref_logprobs = self.session.reference_logprobs_fn() if t.kl != "none" else None
         self.step_idx = 0
-        (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)  # a fresh run starts a fresh log
+        if resume_from is not None:
+            self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)
+            self.session.after_update()
+        keep_steps_up_to(self.run_dir, self.step_idx)  # a fresh run starts a fresh log
+        self.resumed_from = resume_from
+
+    def _fresh_start(self, overwrite: bool) -> None:
+        """A new run never mixes with an old one's checkpoints: refuse, or delete them if asked."""
+        old = sorted(d.name for d in self.run_dir.glob("checkpoint*") if d.is_dir()) if self.run_dir.is_dir() else []
+        if old and not overwrite:
+            raise ConfigError(f"run directory {self.run_dir} already holds {', '.join(old[:3])}: --resume continues "
+                              "that run, --overwrite starts it again, or choose another run.name / --run-dir")
+        for name in old:
+            discard(self.run_dir / name)
+        return None
+
+    def _resume_point(self) -> Path | None:
+        """The checkpoint to continue from, after checking the config matches the run's own."""
+        saved = self.run_dir / "config.yaml"
+        if not saved.is_file():
+            raise CheckpointError(f"--resume: {self.run_dir} is not a run directory (no config.yaml)")
+        changed = [k for k in config_differences(load_config(saved), self.cfg) if k not in RESUMABLE_CHANGES]
+        if changed:
+            raise ConfigError(f"--resume: the config differs from {saved} at {', '.join(changed)}; "
+                              f"resume with that file (only {', '.join(RESUMABLE_CHANGES[:3])} may change)")
+        clean_leftovers(self.run_dir)
+        ckpt = latest_checkpoint(self.run_dir)
+        if ckpt is None:
+            log.warning("resume: no complete checkpoint in %s yet; starting from step 0", self.run_dir)
+        return ckpt
 
     # ------------------------------------------------------------------ one step
 
@@ -90,8 +136,10 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         step = self.step_idx + 1
         t0 = time.perf_counter()
+        counted = self.env.counters()
         episodes, rstats = self.rollout(step)
         t_rollout = time.perf_counter() - t0
+        env_counts = {k: v - counted.get(k, 0) for k, v in self.env.counters().items()}
 
         a = self.cfg.algo
         SHAPERS.get(a.reward_shaper)(episodes, step, **a.shaper_options)
@@ -106,25 +154,33 @@ class Trainer:
         t_update = time.perf_counter() - t1
         self.step_idx = step
 
-        metrics = self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update)
+        metrics = {**self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update), **env_counts}
+        # episodes, then the metrics line, then the checkpoint: a step is complete once its
+        # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
         write_episodes(self.run_dir / "episodes" / f"step_{step:05d}.jsonl", episodes)
         with (self.run_dir / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics) + "\n")
-        if self.cfg.train.save_every and step % self.cfg.train.save_every == 0:
-            self.save(self.run_dir / f"checkpoint_step{step}")
+            f.flush()
+            os.fsync(f.fileno())
+        t = self.cfg.train
+        if t.save_every and step % t.save_every == 0 and step < t.steps:
+            self.save(step_dir_name(step))
+            prune(self.run_dir, t.keep_last)
         return metrics
 
     def train_iter(self) -> Iterator[dict[str, Any]]:
         """Run the configured steps, yielding each step's metrics; saves the final checkpoint."""
         while self.step_idx < self.cfg.train.steps:
             yield self.train_step()
-        self.save(self.run_dir / "checkpoint")
+        self.save(FINAL_DIR)
 
     def train(self) -> list[dict[str, Any]]:
         return list(self.train_iter())
 
-    def save(self, path: Path) -> None:
-        self.session.save(path, extra={"step": self.step_idx, "run": self.cfg.run.name})
+    def save(self, name: str) -> Path:
+        """A resumable checkpoint `run_dir/name` of the current step, written atomically."""
+        return write_checkpoint(self.run_dir, name, self.session, self.optimizer, self.step_idx,
+                                extra={"run": self.cfg.run.name})
 
     # ------------------------------------------------------------------ PPO update
 
@@ -162,6 +218,7 @@ class Trainer:
                     continue
                 weights = self._micro_weights([batches[i] for i in group])
                 self.optimizer.zero_grad(set_to_none=True)
+                mb = dict.fromkeys(sums, 0.0)  # this minibatch's share, kept only if it is applied
                 for i, w in zip(group, weights):
                     b = batches[i]
                     with autocast(t.bf16):
@@ -181,18 +238,25 @@ class Trainer:
                     if refs is not None:
                         kl = aggregate(kl_penalty(logp, refs[i], t.kl), b.targets, t.loss_agg)
                         loss = loss + t.kl_coef * kl
-                        sums["rkl"] += w * kl.item()
+                        mb["rkl"] += w * kl.item()
                     (loss * w).backward()
                     # logged values are weighted like the loss, so they describe what was optimised
-                    sums["loss"] += w * loss.item()
-                    sums["clip"] += w * float(info["clip_fraction"])
-                    sums["akl"] += w * float(info["approx_kl"])
-                    sums["ent"] += w * ent_mean.item()
+                    mb["loss"] += w * loss.item()
+                    mb["clip"] += w * float(info["clip_fraction"])
+                    mb["akl"] += w * float(info["approx_kl"])
+                    mb["ent"] += w * ent_mean.item()
                 gn = torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else math.inf)
-                if not torch.isfinite(gn):
-                    raise FloatingPointError(f"step {self.step_idx + 1}: gradient norm is {gn}")
+                if not (torch.isfinite(gn) and math.isfinite(mb["loss"])):
+                    # one bad minibatch (an overflow, a NaN advantage) must not poison the weights
+                    log.warning("step %d: skipped an optimizer step (loss %s, gradient norm %s)",
+                                self.step_idx + 1, mb["loss"], float(gn))
+                    self.optimizer.zero_grad(set_to_none=True)
+                    st.skipped_updates += 1
+                    continue
                 self.optimizer.step()
-                sums["gn"] += float(gn)
+                mb["gn"] = float(gn)
+                for k in sums:
+                    sums[k] += mb[k]
                 st.optimizer_steps += 1
         n = max(1, st.optimizer_steps)
         st.loss, st.clip_fraction, st.approx_kl = sums["loss"] / n, sums["clip"] / n, sums["akl"] / n
@@ -234,6 +298,7 @@ class Trainer:
             "ref_kl": ustats.ref_kl,
             "clip_fraction": ustats.clip_fraction,
             "grad_norm": ustats.grad_norm,
+            "skipped_updates": ustats.skipped_updates,
             "loss": ustats.loss,
             "logprob_gap": ustats.logprob_gap,
             "tokens_generated": rstats.tokens_generated,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
-from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, normalise_question
+from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question
+from turncredit.faults import CallFailed, FaultInjector, FaultOptions, call_with_retries
 from turncredit.envs.twenty_questions.wordnet import irregular_plurals
 from turncredit.envs.twenty_questions.words import (
     SPLITS,
@@ -37,6 +39,7 @@ DEFAULT_SYSTEM_PROMPT = (
 
 SYNTAX_HINT = "Ask exactly one yes/no question: {min}-{max} characters, ending in a single '?'."
 REPEATED_REPLY = "Repeated question. You already asked that; ask something new."
+ORACLE_LABELS = ("Yes", "No", "Invalid", "Repeated", "Finished")
 
 
 @dataclass
@@ -49,6 +52,9 @@ class TwentyQuestionsOptions:
     oracle: str = "wordnet"
     oracle_options: dict[str, Any] = field(default_factory=dict)  # keyword options of the oracle
     concurrency: int = 1  # oracle calls of one turn in flight at once (>1 for an LLM judge server)
+    oracle_retries: int = 2  # a failed, timed-out or unusable oracle answer is asked again this often
+    oracle_backoff: float = 0.5  # seconds before the first retry, doubling after each
+    faults: dict[str, Any] = field(default_factory=dict)  # a FaultOptions: inject oracle faults (tests, benchmarks)
     win_reward: float = 2.0
     invalid_reward: float = -5.0
     repeated_reward: float = -1.0
@@ -124,7 +130,19 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             self.oracle: Oracle = ORACLES.get(o.oracle)(**o.oracle_options)
         except TypeError as e:
             raise ValueError(f"twenty_questions.oracle_options: {e}") from None
+        try:
+            faults = FaultOptions(**o.faults)
+        except TypeError as e:
+            raise ValueError(f"twenty_questions.faults: {e}") from None
+        self.injector = FaultInjector(faults) if faults.rate > 0 else None
+        self.oracle_counts: Counter[str] = Counter()
         self._words: dict[str, list[SecretWord]] = {}
+
+    def counters(self) -> dict[str, int]:
+        out = {"oracle_retries": self.oracle_counts["retries"], "oracle_gave_up": self.oracle_counts["gave_up"]}
+        if self.injector is not None:
+            out.update({f"faults_{k}": self.injector.counts[k] for k in self.injector.options.kinds})
+        return out
 
     def expert(self):
         from turncredit.envs.twenty_questions.expert import ExpertQuestioner
@@ -232,7 +250,7 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         secret = state.secret
         if mentions(q, secret.word):
             return "Finished", self.oracle.parse(q), f"Finished! The answer was {secret.word}."
-        ans = self.oracle.answer(q, secret, state.history)
+        ans = self._ask_oracle(q, state)
         if ans.label == "Finished":
             return "Finished", ans.key, f"Finished! The answer was {secret.word}."
         if ans.label == "Invalid":
@@ -243,9 +261,16 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         state.asked.add(norm)
         if ans.key is not None:
             state.asked_keys.add(ans.key)
-        if ans.label not in ("Yes", "No"):
-            raise ValueError(
-                f"oracle {o.oracle!r} returned label {ans.label!r}; "
-                "expected Yes, No, Invalid or Finished"
-            )
         return ans.label, ans.key, f"{ans.label}."
+
+    def _ask_oracle(self, question: str, state: TwentyQuestionsState) -> OracleAnswer:
+        """The oracle's answer, retried with backoff when it fails, stalls or is not a label."""
+        def attempt() -> OracleAnswer:
+            fault = self.injector.before_call() if self.injector else None
+            ans = OracleAnswer("(garbage)") if fault == "garbage" else self.oracle.answer(question, state.secret, state.history)
+            if ans.label not in ORACLE_LABELS:
+                raise CallFailed(f"oracle {self.options.oracle!r} answered {ans.label!r}, not one of {', '.join(ORACLE_LABELS)}")
+            return ans
+
+        o = self.options
+        return call_with_retries(attempt, f"oracle {o.oracle!r}", o.oracle_retries, o.oracle_backoff, self.oracle_counts)

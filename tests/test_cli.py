@@ -45,7 +45,7 @@ def test_sft_train_eval_from_the_command_line(tmp_path, tiny_dir, capsys):
     assert "Mean@2" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench", "oracle-check", "play"])
+@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench", "oracle-check", "play", "report"])
 def test_help_explains_every_option(command, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, "--help"])

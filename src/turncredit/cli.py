@@ -1,6 +1,6 @@
-"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play.
+"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play | report.
 
-Every command takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
+Every command but report takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
 `turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
 """
 
@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "under run.out_dir/run.name.")
     _add_common(p)
     p.add_argument("--run-dir", help="write the run here instead of run.out_dir/run.name")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue that run from its newest complete checkpoint, "
+                   "exactly (give the run's own RUN_DIR/config.yaml as CONFIG; train.steps may grow)")
+    p.add_argument("--overwrite", action="store_true", help="start again in a run directory that already holds checkpoints (deletes them)")
 
     p = sub.add_parser("eval", help="Mean@k / Pass@k evaluation of a model or checkpoint",
                        description="Play eval.k games on each task of eval.split and report "
@@ -102,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--greedy", action="store_true", help="the agent decodes greedily instead of sampling at eval.temperature")
     p.add_argument("--delay", type=float, default=0.0, help="seconds to pause after each agent turn, for watching")
     p.add_argument("--out", help="write the games as Episode JSONL to this file")
+    p = sub.add_parser("report", help="one self-contained HTML page for a training run",
+                       description="Learning curves, the evaluation results and a trajectory browser (each "
+                       "turn's action, reply, reward and advantage) for RUN_DIR, as one HTML file that "
+                       "loads nothing from elsewhere. Takes no config.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a training run directory (holds metrics.jsonl and episodes/)")
+    p.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
+    p.add_argument("--max-episodes", type=int, default=2000,
+                   help="most episodes to embed, spread evenly over the steps (default 2000)")
     return ap
 
 
@@ -109,14 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # overrides may follow options (`--expert train.lr=1`): argparse leaves those over
     args, extra = parser.parse_known_args(argv)
-    unknown = [x for x in extra if x.startswith("-") or "=" not in x]
+    takes_config = hasattr(args, "config")  # every command but report
+    unknown = [x for x in extra if x.startswith("-") or "=" not in x or not takes_config]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.overrides = list(args.overrides) + extra
+    if takes_config:
+        args.overrides = list(args.overrides) + extra
     from turncredit.config import ConfigError, load_config
 
     try:
-        cfg = load_config(args.config, args.overrides)
+        cfg = load_config(args.config, args.overrides) if takes_config else None
         return COMMANDS[args.command](cfg, args)
     except (ConfigError, FileNotFoundError, ValueError) as e:
         print(f"turncredit: error: {e}", file=sys.stderr)
@@ -129,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_train(cfg, args) -> int:
     from turncredit.train.trainer import Trainer
 
-    trainer = Trainer(cfg, args.run_dir)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite: choose one")
+    trainer = Trainer(cfg, args.resume or args.run_dir, resume=bool(args.resume), overwrite=args.overwrite)
+    if trainer.resumed_from is not None:
+        print(f"resumed from {trainer.resumed_from} (step {trainer.step_idx})", flush=True)
     for m in trainer.train_iter():
         print(_step_line(m), flush=True)
     print(f"run directory: {trainer.run_dir}")
@@ -287,7 +304,7 @@ def cmd_pipeline(cfg, args) -> int:
     rl_cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=str(ckpt)))
 
     def rl():
-        trainer = Trainer(rl_cfg, run_dir / "rl")
+        trainer = Trainer(rl_cfg, run_dir / "rl", overwrite=True)  # the SFT stage above was redone too
         for m in trainer.train_iter():
             print("[rl] " + _step_line(m), flush=True)
         return trainer
@@ -389,7 +406,14 @@ def cmd_play(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+def cmd_report(cfg, args) -> int:
+    from turncredit.report import write_report
+
+    print(f"report: {write_report(args.run_dir, args.out, args.max_episodes)}")
+    return 0
+
+
+COMMANDS = {"report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -145,6 +145,12 @@ class RunConfig:
     #: torch threads (0 = leave torch's default)
     threads: int = 0
     out_dir: str = "runs"
+    #: live progress bars on stderr: "auto" = only when it is a terminal ("on"/"off" would read as YAML booleans)
+    progress: Literal["auto", "always", "never"] = "auto"
+    #: extra metric sinks, names in turncredit.loggers.LOGGERS: "tensorboard", "wandb"
+    loggers: list[str] = field(default_factory=list)
+    #: keyword options per logger, e.g. {wandb: {project: my-project, mode: offline}}
+    logger_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -292,6 +298,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     validate_env_options(cfg)
     validate_estimator(cfg)
     validate_backend(cfg)
+    validate_loggers(cfg)
     _check_ranges(cfg)
     return cfg
 
@@ -347,6 +354,17 @@ def _check_keywords(fn: Any, options: dict[str, Any], where: str, name: str) -> 
         if key not in accepted:
             raise ConfigError(f"{where}.{key}: unknown option of {name!r} "
                               f"(accepted: {', '.join(accepted) or 'none'})")
+
+
+def validate_loggers(cfg: Config) -> None:
+    from turncredit.loggers import LOGGERS
+
+    for name in cfg.run.loggers:
+        if name not in LOGGERS:
+            raise ConfigError(f"run.loggers: unknown logger {name!r}; known: {', '.join(LOGGERS.names())}")
+    for name in cfg.run.logger_options:
+        if name not in cfg.run.loggers:
+            raise ConfigError(f"run.logger_options.{name}: {name!r} is not in run.loggers")
 
 
 def validate_backend(cfg: Config) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from turncredit.chat import ChatBridge
 from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
@@ -47,22 +47,25 @@ def run_episodes(
     seed: int,
     batch_size: int = 0,
     stats: RolloutStats | None = None,
+    on_finished: Callable[[int], None] | None = None,
 ) -> list[Episode]:
     """Play one episode per (task, group id) until each is done or hits the env's turn limit.
 
     Episodes are cut into batches of `batch_size` (0 = one batch); within a batch all active
-    episodes generate together and a finished one leaves the batch at once.
+    episodes generate together and a finished one leaves the batch at once. `on_finished(n)` is
+    told after every turn how many episodes just ended (for a progress bar).
     """
     stats = stats if stats is not None else RolloutStats()
     pairs = list(zip(tasks, group_ids, strict=True))
     size = batch_size or len(pairs) or 1
     episodes: list[Episode] = []
     for b, start in enumerate(range(0, len(pairs), size)):
-        episodes += _run_batch(env, backend, bridge, pairs[start:start + size], params, seed, b, stats)
+        episodes += _run_batch(env, backend, bridge, pairs[start:start + size], params, seed, b, stats,
+                               on_finished or (lambda n: None))
     return episodes
 
 
-def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats) -> list[Episode]:
+def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats, on_finished) -> list[Episode]:
     episodes: list[Episode] = []
     states = []
     pending: list[list[int]] = []  # tokens to put before each episode's next action
@@ -91,10 +94,12 @@ def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats) -> li
             if done[i]:
                 finished.append(i)
         gen_state.finish(finished)
+        on_finished(len(finished))
     stats.tokens_prefilled += getattr(gen_state, "tokens_prefilled", 0)
     for i, ep in enumerate(episodes):
         if not done[i]:  # the env did not end it within its own turn limit
             ep.truncated = True
+    on_finished(done.count(False))
     return episodes
 
 

@@ -14,7 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -26,6 +26,8 @@ from turncredit.rewards import SHAPERS
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
 from turncredit.evaluate import label_rates
+from turncredit.loggers import make_loggers
+from turncredit.progress import Progress
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 from turncredit.policy.session import PolicySession
 from turncredit.train.checkpoint import (
@@ -88,6 +90,11 @@ class Trainer:
             self.session.after_update()
         keep_steps_up_to(self.run_dir, self.step_idx)  # a fresh run starts a fresh log
         self.resumed_from = resume_from
+        self.progress = Progress(cfg.run.progress)
+        try:
+            self.loggers = make_loggers(cfg.run.loggers, cfg.run.logger_options, self.run_dir, cfg.to_dict())
+        except ImportError as e:
+            raise ConfigError(str(e)) from None
 
     def _fresh_start(self, overwrite: bool) -> None:
         """A new run never mixes with an old one's checkpoints: refuse, or delete them if asked."""
@@ -126,11 +133,13 @@ class Trainer:
         r = self.cfg.rollout
         tasks, gids = self.sample_groups(step)
         stats = RolloutStats()
-        eps = run_episodes(
-            self.env, self.session.backend, self.session.bridge, tasks, gids,
-            SamplingParams(r.temperature, r.top_p, r.max_new_tokens),
-            seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
-        )
+        with self.progress.phase(f"step {step}/{self.cfg.train.steps} rollout", len(tasks), "episode") as bar:
+            eps = run_episodes(
+                self.env, self.session.backend, self.session.bridge, tasks, gids,
+                SamplingParams(r.temperature, r.top_p, r.max_new_tokens),
+                seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
+                on_finished=bar.update,
+            )
         return eps, stats
 
     def train_step(self) -> dict[str, Any]:
@@ -148,7 +157,8 @@ class Trainer:
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
 
         t1 = time.perf_counter()
-        ustats = self.update(trainable)
+        with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(trainable), "micro-batch") as bar:
+            ustats = self.update(trainable, on_micro_batch=bar.update)
         if ustats.optimizer_steps:
             self.session.after_update()
         t_update = time.perf_counter() - t1
@@ -162,6 +172,9 @@ class Trainer:
             f.write(json.dumps(metrics) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        for sink in self.loggers:
+            sink.log(metrics, step)
+        self.progress.step_done(metrics)
         t = self.cfg.train
         if t.save_every and step % t.save_every == 0 and step < t.steps:
             self.save(step_dir_name(step))
@@ -170,9 +183,13 @@ class Trainer:
 
     def train_iter(self) -> Iterator[dict[str, Any]]:
         """Run the configured steps, yielding each step's metrics; saves the final checkpoint."""
-        while self.step_idx < self.cfg.train.steps:
-            yield self.train_step()
-        self.save(FINAL_DIR)
+        try:
+            while self.step_idx < self.cfg.train.steps:
+                yield self.train_step()
+            self.save(FINAL_DIR)
+        finally:
+            for sink in self.loggers:
+                sink.close()
 
     def train(self) -> list[dict[str, Any]]:
         return list(self.train_iter())
@@ -184,7 +201,10 @@ class Trainer:
 
     # ------------------------------------------------------------------ PPO update
 
-    def update(self, episodes: list[Episode]) -> UpdateStats:
+    def _num_micro_steps(self, episodes: list[Episode]) -> int:
+        return self.cfg.train.ppo_epochs * math.ceil(len(episodes) / self.cfg.train.micro_batch_size)
+
+    def update(self, episodes: list[Episode], on_micro_batch: Callable[[int], None] | None = None) -> UpdateStats:
         st = UpdateStats()
         if not episodes:
             return st
@@ -240,6 +260,8 @@ class Trainer:
                         loss = loss + t.kl_coef * kl
                         mb["rkl"] += w * kl.item()
                     (loss * w).backward()
+                    if on_micro_batch is not None:
+                        on_micro_batch(1)
                     # logged values are weighted like the loss, so they describe what was optimised
                     mb["loss"] += w * loss.item()
                     mb["clip"] += w * float(info["clip_fraction"])

@@ -1,6 +1,7 @@
 """The command line end to end with the tiny model: sft → train → eval, help and bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,11 +64,22 @@ def test_help_explains_every_option(command, capsys):
     ("model.name=./no/such/model", "model path not found: ./no/such/model"),
     ("env.options.words_test=/no/such/words.tsv", "word list not found: /no/such/words.tsv"),
     ("train.stepz=3", "train.stepz: unknown key"),
+    ("env.options.retriever_options={corpus: /no/corpus.jsonl}", "corpus not found: /no/corpus.jsonl"),
+    ("env.options.questions_test=/no/q.jsonl", "question file not found: /no/q.jsonl"),
 ])
 def test_bad_input_is_a_one_line_error(override, message, capsys):
-    assert main(["eval", CONFIG, override, "eval.num_tasks=1"]) == 2
+    config = "configs/qa-grpo.yaml" if "retriever" in override or "questions" in override else CONFIG
+    assert main(["eval", config, override, "eval.num_tasks=1"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_corrupt_model_checkpoint_is_a_one_line_error(tmp_path, tiny_dir, capsys):
+    weights = next(Path(tiny_dir).glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:64])
+    assert main(["eval", CONFIG, "--model", tiny_dir, "eval.num_tasks=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"model {tiny_dir}: corrupt or truncated safetensors" in err and len(err.splitlines()) == 1, err
 
 
 def test_overrides_may_follow_options():

@@ -203,11 +203,15 @@ def load_model(spec: str = SMOLLM2, dtype: str = "float32", lora: dict[str, Any]
 
     torch_dtype = _dtype(dtype)
     src = resolve_model(spec)
+    from safetensors import SafetensorError
+
     try:
         model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch_dtype)
+    except SafetensorError as e:
+        raise ValueError(f"model {src}: corrupt or truncated safetensors weights ({e})") from None
     except (OSError, ValueError) as e:
         if isinstance(src, Path):
-            raise
+            raise ValueError(f"model {src}: cannot load it ({str(e).splitlines()[0]})") from None
         raise _hub_error(str(spec), e) from None
     return add_lora(model, lora) if lora else model
 

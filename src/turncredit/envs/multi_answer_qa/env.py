@@ -77,6 +77,17 @@ class MultiAnswerQAEnv(MultiTurnEnv):
                 raise ValueError(f"multi_answer_qa.{name}: expected >= 1, got {getattr(o, name)}")
         self._retriever = retriever
         self._questions: dict[str, list[Question]] = {}
+        corpus = self.corpus_path
+        if retriever is None and corpus is not None and not corpus.is_file():
+            # the index is built at the first search; a wrong path should fail before any rollout
+            raise FileNotFoundError(f"corpus not found: {corpus}")
+
+    @property
+    def corpus_path(self) -> Path | None:
+        """The bm25 corpus file (None for a retriever that is a server)."""
+        if self.options.retriever != "bm25":
+            return None
+        return Path(self.options.retriever_options.get("corpus") or self.data_dir / "corpus.jsonl").expanduser()
 
     # -- data ----------------------------------------------------------------------------------
     @property
@@ -101,8 +112,8 @@ class MultiAnswerQAEnv(MultiTurnEnv):
 
             opts = dict(self.options.retriever_options)
             cls = RETRIEVERS.get(self.options.retriever)
-            if self.options.retriever == "bm25":
-                opts.setdefault("corpus", str(self.data_dir / "corpus.jsonl"))
+            if self.corpus_path is not None:
+                opts["corpus"] = str(self.corpus_path)
             try:
                 self._retriever = cls(**opts)
             except TypeError as e:

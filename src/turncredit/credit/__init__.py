@@ -7,10 +7,13 @@
 from turncredit.credit import grpo as _grpo  # noqa: F401  (registers "grpo")
 from turncredit.credit import rloo as _rloo  # noqa: F401  (registers "rloo")
 from turncredit.credit import spa as _spa  # noqa: F401  (registers "spa")
+from turncredit.credit import turn_grpo as _turn_grpo  # noqa: F401  (registers "turn_grpo")
+from turncredit.credit import gigpo as _gigpo  # noqa: F401  (registers "gigpo")
 from turncredit.credit.filters import group_reward_std, variance_filter
-from turncredit.credit.registry import ESTIMATORS, assign_advantages, compute_advantages
+from turncredit.credit.registry import EPISODE_INPUTS, ESTIMATORS, assign_advantages, compute_advantages
 
 __all__ = [
+    "EPISODE_INPUTS",
     "ESTIMATORS",
     "assign_advantages",
     "compute_advantages",

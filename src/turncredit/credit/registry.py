@@ -13,6 +13,7 @@ validates the inputs and options once, so estimators contain only their formula.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from typing import Any, Callable, Hashable, Sequence
 
@@ -46,18 +47,48 @@ def compute_advantages(
     return out
 
 
+def episode_observations(ep: Episode) -> list[str]:
+    """The state each action was taken in: the opening messages and every earlier (action,
+    reply) pair, as one string per turn (GiGPO's anchor-state key)."""
+    head = json.dumps([[m["role"], m["content"]] for m in ep.messages], ensure_ascii=False)
+    out, history = [], []
+    for t in ep.turns:
+        out.append(head + json.dumps(history, ensure_ascii=False))
+        history.append([t.action_text, t.observation])
+    return out
+
+
+def episode_outcome(ep: Episode) -> float:
+    """The end-of-game reward, already inside the last turn's reward: the env's
+    `info["outcome_reward"]` on that turn, else that turn's whole reward."""
+    if not ep.turns:
+        return 0.0
+    last = ep.turns[-1]
+    return float(last.info.get("outcome_reward", last.info.get("env_reward", last.reward)))
+
+
+#: per-trajectory inputs an estimator may ask for by naming them as keyword parameters
+EPISODE_INPUTS: dict[str, Callable[[Episode], Any]] = {
+    "observations": episode_observations,
+    "outcomes": episode_outcome,
+}
+
+
 def assign_advantages(episodes: list[Episode], name: str, **options: Any) -> None:
     """Write `Turn.advantage` on every turn of `episodes`, in place.
 
     Aborted episodes are left out of the group statistics (they are not passed to the
-    estimator at all) and get advantage 0.0 on every turn.
+    estimator at all) and get advantage 0.0 on every turn. An estimator that names a key of
+    `EPISODE_INPUTS` among its parameters (gigpo's `observations`) gets it from the episodes.
     """
     live = [ep for ep in episodes if not ep.aborted]
+    params = inspect.signature(ESTIMATORS.get(name)).parameters
+    extra = {k: [fn(ep) for ep in live] for k, fn in EPISODE_INPUTS.items() if k in params and k not in options}
     adv = compute_advantages(
         name,
         group_ids=[ep.group_id for ep in live],
         step_rewards=[ep.step_rewards for ep in live],
-        **options,
+        **options, **extra,
     )
     for ep, ep_adv in zip(live, adv):
         for turn, a in zip(ep.turns, ep_adv):

@@ -7,7 +7,7 @@ result and reports can show both.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from turncredit.episode import Episode
 from turncredit.registry import Registry
@@ -49,3 +49,23 @@ def diversity_shaper(
         alpha=alpha, beta=beta, lam=lam, cost=c,
     )
     add_step_bonus(live, bonus, "exploration_reward")
+
+
+@SHAPERS.register("belief")
+def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: float = 0.1,
+                  batch_size: int = 8) -> None:
+    """ΔBelief (CIA): λ·max(Δ log b, 0) per turn, beliefs in `task["secret"]` scored with the
+    current policy (`turncredit.rewards.belief`). Aborted episodes are not shaped."""
+    from turncredit.rewards.belief import belief_bonus, log_beliefs
+
+    live = [ep for ep in episodes if not ep.aborted and ep.turns]
+    beliefs = log_beliefs(policy.model, policy.tokenizer, policy.bridge, live, batch_size=batch_size)
+    for ep, log_b in zip(live, beliefs):
+        ep.info["log_beliefs"] = log_b
+    add_step_bonus(live, [belief_bonus(b, ep.success, lam) for ep, b in zip(live, beliefs)], "belief_reward")
+
+
+# what a shaper needs beyond the episodes: the policy (passed as `policy=`) and task fields
+belief_shaper.needs_policy = True  # type: ignore[attr-defined]
+belief_shaper.requires_task = ("secret",)  # type: ignore[attr-defined]
+diversity_shaper.requires_task = ("answers",)  # type: ignore[attr-defined]

@@ -61,6 +61,17 @@ def reuse_gradient_pass(t: TrainConfig) -> bool:
     return t.ppo_epochs == 1 and t.minibatches == 1
 
 
+def check_applicable(cfg: Config, env: Any) -> None:
+    """A reward shaper that needs task fields this environment lacks is a config error now,
+    not a crash (or silent zeros) after the first rollout."""
+    need = getattr(SHAPERS.get(cfg.algo.reward_shaper), "requires_task", ())
+    tasks = env.tasks("train") if need else []
+    missing = [f for f in need if tasks and f not in tasks[0].data]
+    if missing:
+        raise ConfigError(f"algo.reward_shaper: {cfg.algo.reward_shaper!r} needs tasks with {', '.join(map(repr, missing))}; "
+                          f"environment {cfg.env.name!r} has none (its task fields: {', '.join(sorted(tasks[0].data))})")
+
+
 class Trainer:
     """Runs `train.steps` steps into `run_dir`; with `resume=True` it continues from the run's
     newest complete checkpoint exactly as if it had never stopped."""
@@ -76,6 +87,7 @@ class Trainer:
         save_config(cfg, self.run_dir / "config.yaml")
         self.session = session or PolicySession.from_config(cfg)
         self.env = env_from_config(cfg)
+        check_applicable(cfg, self.env)
         self.model = self.session.model
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         t = cfg.train
@@ -151,7 +163,9 @@ class Trainer:
         env_counts = {k: v - counted.get(k, 0) for k, v in self.env.counters().items()}
 
         a = self.cfg.algo
-        SHAPERS.get(a.reward_shaper)(episodes, step, **a.shaper_options)
+        shaper = SHAPERS.get(a.reward_shaper)
+        policy = {"policy": self.session} if getattr(shaper, "needs_policy", False) else {}
+        shaper(episodes, step, **policy, **a.shaper_options)
         assign_advantages(episodes, a.estimator, **a.estimator_options)
         kept = variance_filter(episodes, a.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]

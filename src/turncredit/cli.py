@@ -1,6 +1,6 @@
-"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play | report.
+"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play | report | study.
 
-Every command but report takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
+Every command but report and study takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
 `turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
 """
 
@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
     p.add_argument("--max-episodes", type=int, default=2000,
                    help="most episodes to embed, spread evenly over the steps (default 2000)")
+    p = sub.add_parser("study", help="credit methods side by side: arms × seeds at one budget",
+                       description="Train every arm of a study spec (YAML: arms, seeds, budget, common "
+                       "overrides) for each seed, evaluate each on the held-out split, and write "
+                       "results.json, table.md (final metric mean ± std over seeds, wall time) and "
+                       "curves_*.png to --out. Finished runs are reused, so a study can be restarted.")
+    p.add_argument("spec", metavar="SPEC", help="study spec, e.g. configs/study-20q-credit.yaml")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="applied to every arm last; " + OVERRIDES_HELP)
+    p.add_argument("--out", required=True, help="study directory (one run directory per arm and seed)")
     return ap
 
 
@@ -120,11 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # overrides may follow options (`--expert train.lr=1`): argparse leaves those over
     args, extra = parser.parse_known_args(argv)
-    takes_config = hasattr(args, "config")  # every command but report
-    unknown = [x for x in extra if x.startswith("-") or "=" not in x or not takes_config]
+    takes_config = hasattr(args, "config")  # every command but report and study
+    takes_overrides = hasattr(args, "overrides")
+    unknown = [x for x in extra if x.startswith("-") or "=" not in x or not takes_overrides]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if takes_config:
+    if takes_overrides:
         args.overrides = list(args.overrides) + extra
     from turncredit.config import ConfigError, load_config
 
@@ -413,7 +422,20 @@ def cmd_report(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+def cmd_study(cfg, args) -> int:
+    from turncredit.study import load_spec, run_study
+
+    spec = load_spec(args.spec)
+    try:
+        run_study(spec, Path(args.out), args.overrides)
+    except ImportError as e:
+        raise ValueError(str(e)) from None
+    print((Path(args.out) / "table.md").read_text(), end="")
+    print(f"study: {args.out} (results.json, table.md, curves_*.png)")
+    return 0
+
+
+COMMANDS = {"study": cmd_study, "report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -73,6 +73,13 @@ def test_shipped_configs_validate():
     assert files, "no shipped configs"
     from turncredit.config import env_from_config, validate_estimator
 
+    from turncredit.study import arm_config, load_spec
+
+    for f in [f for f in files if f.name.startswith("study-")]:  # study specs: every arm's config
+        spec = load_spec(f)
+        for arm in spec.arms:
+            assert arm_config(spec, arm, spec.seeds[0], []).env.name == "twenty_questions", f
+    files = [f for f in files if not f.name.startswith("study-")]
     for f in files:
         cfg = load_config(f)
         validate_estimator(cfg)

@@ -46,7 +46,7 @@ def test_sft_train_eval_from_the_command_line(tmp_path, tiny_dir, capsys):
     assert "Mean@2" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench", "oracle-check", "play", "report"])
+@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench", "oracle-check", "play", "report", "study", "check"])
 def test_help_explains_every_option(command, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, "--help"])
@@ -109,3 +109,19 @@ def test_bench_reports_the_peer_workload_in_the_peers_terms(tmp_path, tiny_dir, 
     assert res["median"]["seconds"] == pytest.approx(sum(r["seconds"] for r in res["runs"]) / 2)
     assert res["peak_rss_mib"] > 0 and res["workload"]["env"] == "peer_20q"
     assert "episodes/s" in capsys.readouterr().out
+
+
+def test_check_validates_every_shipped_recipe_without_loading_a_model(capsys):
+    from pathlib import Path as P
+
+    for f in sorted(P("configs").glob("*.yaml")):
+        if f.name.startswith("study-"):
+            continue
+        assert main(["check", str(f)]) == 0, f
+    out = capsys.readouterr().out
+    assert "configs/20q-starpo-4b-eval.yaml: OK: env twenty_questions (20 turns)" in out
+    assert "model Klingspor/StarPO-4B (a hub id, not contacted)" in out
+    assert main(["check", CONFIG, "model.name=./no/such/dir"]) == 2
+    assert main(["check", "configs/qa-grpo.yaml", "algo.reward_shaper=belief", "algo.shaper_options={}"]) == 2
+    assert "needs tasks with 'secret'" in capsys.readouterr().err
+

@@ -1,4 +1,4 @@
-"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play | report | study.
+"""The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play | report | study | check.
 
 Every command but report and study takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
 `turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html)")
     p.add_argument("--max-episodes", type=int, default=2000,
                    help="most episodes to embed, spread evenly over the steps (default 2000)")
+    p = sub.add_parser("check", help="validate a config without running it (keys, env, oracle, estimator, model path)",
+                       description="Load the config and its overrides, build the environment (its options, "
+                       "oracle or retriever settings, word lists and corpus paths), check that the reward "
+                       "shaper applies to it, and say where the model comes from; loads no model and "
+                       "contacts no server.")
+    _add_common(p)
     p = sub.add_parser("study", help="credit methods side by side: arms × seeds at one budget",
                        description="Train every arm of a study spec (YAML: arms, seeds, budget, common "
                        "overrides) for each seed, evaluate each on the held-out split, and write "
@@ -422,6 +428,27 @@ def cmd_report(cfg, args) -> int:
     return 0
 
 
+def cmd_check(cfg, args) -> int:
+    from turncredit.config import env_from_config
+    from turncredit.policy.loading import SMOLLM2, looks_like_path
+    from turncredit.train.trainer import check_applicable
+
+    env = env_from_config(cfg)
+    check_applicable(cfg, env)
+    name = cfg.model.name
+    if name.lower() == SMOLLM2:
+        where = "the shipped SmolLM2"
+    elif Path(name).expanduser().is_dir():
+        where = "a local directory"
+    elif looks_like_path(name):
+        raise FileNotFoundError(f"model path not found: {name}")
+    else:
+        where = "a hub id, not contacted"
+    print(f"{args.config}: OK: env {cfg.env.name} ({env.max_turns} turns), estimator {cfg.algo.estimator}, "
+          f"shaper {cfg.algo.reward_shaper}, backend {cfg.rollout.backend}, model {name} ({where})")
+    return 0
+
+
 def cmd_study(cfg, args) -> int:
     from turncredit.study import load_spec, run_study
 
@@ -435,7 +462,7 @@ def cmd_study(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"study": cmd_study, "report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+COMMANDS = {"check": cmd_check, "study": cmd_study, "report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -54,7 +54,7 @@ def smollm2_gguf() -> tuple[Path, str]:
     return pkg, SMOLLM2_GGUF
 
 
-def _looks_like_path(spec: str) -> bool:
+def looks_like_path(spec: str) -> bool:
     """A spec is a path if it says so; otherwise it may be a hub id such as `Qwen/Qwen3-4B`."""
     if spec.startswith((".", "/", "~")) or "\\" in spec or spec.count("/") > 1:
         return True
@@ -152,7 +152,7 @@ def resolve_model(spec: str = SMOLLM2) -> Path | str:
         return p
     if p.exists():
         raise ValueError(f"model path is a file, expected a model directory: {spec}")
-    if _looks_like_path(spec):
+    if looks_like_path(spec):
         raise FileNotFoundError(f"model path not found: {spec}")
     return spec
 

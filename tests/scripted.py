@@ -11,12 +11,15 @@ from turncredit.policy.session import PolicySession
 
 
 class ScriptedBackend:
-    """Row r's n-th action is `actions[n % len(actions)]`; records the prompts it was given."""
+    """Row r's n-th action is `actions[(n + r % period) % len(actions)]` (period 1: the same
+    script for every row; period = group size: members of a group differ, the same way however
+    the groups are batched); records the prompts it was given."""
 
     tokens_prefilled = 0
 
-    def __init__(self, tokenizer, bridge: ChatBridge, actions: Sequence[str]) -> None:
+    def __init__(self, tokenizer, bridge: ChatBridge, actions: Sequence[str], period: int = 1) -> None:
         self.tokenizer, self.bridge, self.actions = tokenizer, bridge, list(actions)
+        self.period = period
         self.seen_prompts: list[str] = []
         self._turn: dict[int, int] = {}
 
@@ -30,7 +33,7 @@ class ScriptedBackend:
             self.seen_prompts.append(self.tokenizer.decode(prompt))
             n = self._turn.get(r, 0)
             self._turn[r] = n + 1
-            text = self.actions[n % len(self.actions)]
+            text = self.actions[(n + r % self.period) % len(self.actions)]
             ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.bridge.end_of_turn_id]
             out.append(Generation(ids=ids, logprobs=[0.0] * len(ids)))
         return out
@@ -39,8 +42,8 @@ class ScriptedBackend:
         pass
 
 
-def scripted_session(model, tokenizer, actions: Sequence[str]) -> PolicySession:
+def scripted_session(model, tokenizer, actions: Sequence[str], period: int = 1) -> PolicySession:
     """A session that trains `model` but samples the scripted actions."""
     bridge = ChatBridge(tokenizer)
     return PolicySession(model=model, tokenizer=tokenizer, bridge=bridge,
-                         backend=ScriptedBackend(tokenizer, bridge, actions))
+                         backend=ScriptedBackend(tokenizer, bridge, actions, period))

@@ -160,11 +160,12 @@ def cmd_train(cfg, args) -> int:
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite: choose one")
     trainer = Trainer(cfg, args.resume or args.run_dir, resume=bool(args.resume), overwrite=args.overwrite)
+    say = print if trainer.dist.is_main else (lambda *a, **k: None)  # one voice for all ranks
     if trainer.resumed_from is not None:
-        print(f"resumed from {trainer.resumed_from} (step {trainer.step_idx})", flush=True)
+        say(f"resumed from {trainer.resumed_from} (step {trainer.step_idx})", flush=True)
     for m in trainer.train_iter():
-        print(_step_line(m), flush=True)
-    print(f"run directory: {trainer.run_dir}")
+        say(_step_line(m), flush=True)
+    say(f"run directory: {trainer.run_dir}")
     return 0
 
 

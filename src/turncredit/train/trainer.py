@@ -34,6 +34,7 @@ from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
 )
+from turncredit.train.distributed import DataParallel
 from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
 
@@ -82,9 +83,11 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir or Path(cfg.run.out_dir) / cfg.run.name)
+        self.dist = DataParallel()  # the ranks of an `accelerate launch`, or this process alone
         resume_from = self._resume_point() if resume else self._fresh_start(overwrite)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.run_dir / "config.yaml")
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, self.run_dir / "config.yaml")
         self.session = session or PolicySession.from_config(cfg)
         self.env = env_from_config(cfg)
         check_applicable(cfg, self.env)
@@ -100,11 +103,14 @@ class Trainer:
         if resume_from is not None:
             self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)
             self.session.after_update()
-        keep_steps_up_to(self.run_dir, self.step_idx)  # a fresh run starts a fresh log
+        if self.dist.is_main:
+            keep_steps_up_to(self.run_dir, self.step_idx)  # a fresh run starts a fresh log
+        self.dist.barrier()
         self.resumed_from = resume_from
-        self.progress = Progress(cfg.run.progress)
+        self.progress = Progress(cfg.run.progress if self.dist.is_main else "never")
         try:
-            self.loggers = make_loggers(cfg.run.loggers, cfg.run.logger_options, self.run_dir, cfg.to_dict())
+            names = cfg.run.loggers if self.dist.is_main else []
+            self.loggers = make_loggers(names, cfg.run.logger_options, self.run_dir, cfg.to_dict())
         except ImportError as e:
             raise ConfigError(str(e)) from None
 
@@ -114,8 +120,10 @@ class Trainer:
         if old and not overwrite:
             raise ConfigError(f"run directory {self.run_dir} already holds {', '.join(old[:3])}: --resume continues "
                               "that run, --overwrite starts it again, or choose another run.name / --run-dir")
-        for name in old:
-            discard(self.run_dir / name)
+        if self.dist.is_main:
+            for name in old:
+                discard(self.run_dir / name)
+        self.dist.barrier()
         return None
 
     def _resume_point(self) -> Path | None:
@@ -127,7 +135,9 @@ class Trainer:
         if changed:
             raise ConfigError(f"--resume: the config differs from {saved} at {', '.join(changed)}; "
                               f"resume with that file (only {', '.join(RESUMABLE_CHANGES[:3])} may change)")
-        clean_leftovers(self.run_dir)
+        if self.dist.is_main:
+            clean_leftovers(self.run_dir)
+        self.dist.barrier()
         ckpt = latest_checkpoint(self.run_dir)
         if ckpt is None:
             log.warning("resume: no complete checkpoint in %s yet; starting from step 0", self.run_dir)
@@ -142,17 +152,28 @@ class Trainer:
         return [t for t in tasks for _ in range(g)], [f"s{step}-g{j}" for j in range(len(tasks)) for _ in range(g)]
 
     def rollout(self, step: int) -> tuple[list[Episode], RolloutStats]:
+        """The step's episodes, all groups (each rank plays its own groups, then they are shared)."""
         r = self.cfg.rollout
         tasks, gids = self.sample_groups(step)
+        my_groups = set(self.dist.my_groups(r.tasks_per_step))
+        mine = [i for i in range(len(tasks)) if i // r.group_size in my_groups]
         stats = RolloutStats()
-        with self.progress.phase(f"step {step}/{self.cfg.train.steps} rollout", len(tasks), "episode") as bar:
+        with self.progress.phase(f"step {step}/{self.cfg.train.steps} rollout", len(mine), "episode") as bar:
             eps = run_episodes(
-                self.env, self.session.backend, self.session.bridge, tasks, gids,
+                self.env, self.session.backend, self.session.bridge, [tasks[i] for i in mine], [gids[i] for i in mine],
                 SamplingParams(r.temperature, r.top_p, r.max_new_tokens),
                 seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
                 on_finished=bar.update,
             )
-        return eps, stats
+        if not self.dist.enabled:
+            return eps, stats
+        shared = self.dist.gather((mine, eps, stats))
+        by_index = {i: ep for idx, part, _ in shared for i, ep in zip(idx, part)}
+        total = RolloutStats()
+        for _, _, st in shared:  # counts add up; seconds are the slowest rank's
+            for k, v in vars(st).items():
+                setattr(total, k, max(getattr(total, k), v) if k.startswith("seconds") else getattr(total, k) + v)
+        return [by_index[i] for i in sorted(by_index)], total
 
     def train_step(self) -> dict[str, Any]:
         step = self.step_idx + 1
@@ -169,10 +190,12 @@ class Trainer:
         assign_advantages(episodes, a.estimator, **a.estimator_options)
         kept = variance_filter(episodes, a.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
+        mine = {f"s{step}-g{j}" for j in self.dist.my_groups(self.cfg.rollout.tasks_per_step)}
+        local = [ep for ep in trainable if ep.group_id in mine] if self.dist.enabled else trainable
 
         t1 = time.perf_counter()
-        with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(trainable), "micro-batch") as bar:
-            ustats = self.update(trainable, on_micro_batch=bar.update)
+        with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(local), "micro-batch") as bar:
+            ustats = self.update(local, on_micro_batch=bar.update)
         if ustats.optimizer_steps:
             self.session.after_update()
         t_update = time.perf_counter() - t1
@@ -181,6 +204,16 @@ class Trainer:
         metrics = {**self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update), **env_counts}
         # episodes, then the metrics line, then the checkpoint: a step is complete once its
         # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
+        if self.dist.is_main:
+            self._write_step(step, episodes, metrics)
+        t = self.cfg.train
+        if t.save_every and step % t.save_every == 0 and step < t.steps:
+            self.save(step_dir_name(step))
+            if self.dist.is_main:
+                prune(self.run_dir, t.keep_last)
+        return metrics
+
+    def _write_step(self, step: int, episodes: list[Episode], metrics: dict[str, Any]) -> None:
         write_episodes(self.run_dir / "episodes" / f"step_{step:05d}.jsonl", episodes)
         with (self.run_dir / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics) + "\n")
@@ -189,11 +222,6 @@ class Trainer:
         for sink in self.loggers:
             sink.log(metrics, step)
         self.progress.step_done(metrics)
-        t = self.cfg.train
-        if t.save_every and step % t.save_every == 0 and step < t.steps:
-            self.save(step_dir_name(step))
-            prune(self.run_dir, t.keep_last)
-        return metrics
 
     def train_iter(self) -> Iterator[dict[str, Any]]:
         """Run the configured steps, yielding each step's metrics; saves the final checkpoint."""
@@ -209,9 +237,13 @@ class Trainer:
         return list(self.train_iter())
 
     def save(self, name: str) -> Path:
-        """A resumable checkpoint `run_dir/name` of the current step, written atomically."""
-        return write_checkpoint(self.run_dir, name, self.session, self.optimizer, self.step_idx,
-                                extra={"run": self.cfg.run.name})
+        """A resumable checkpoint `run_dir/name` of the current step, written atomically (by rank 0;
+        the ranks hold the same weights)."""
+        if self.dist.is_main:
+            write_checkpoint(self.run_dir, name, self.session, self.optimizer, self.step_idx,
+                             extra={"run": self.cfg.run.name})
+        self.dist.barrier()
+        return self.run_dir / name
 
     # ------------------------------------------------------------------ PPO update
 
@@ -220,7 +252,7 @@ class Trainer:
 
     def update(self, episodes: list[Episode], on_micro_batch: Callable[[int], None] | None = None) -> UpdateStats:
         st = UpdateStats()
-        if not episodes:
+        if self.dist.sum_floats([len(episodes)])[0] == 0:
             return st
         t = self.cfg.train
         temp = self.cfg.rollout.temperature
@@ -248,9 +280,11 @@ class Trainer:
             rng.shuffle(order)
             groups = [order[i::t.minibatches] for i in range(t.minibatches)]
             for group in groups:
-                if not group:
+                sizes = [self._micro_size(batches[i]) for i in group]
+                total = self.dist.sum_floats([sum(sizes)])[0]  # the minibatch over all ranks
+                if total == 0:
                     continue
-                weights = self._micro_weights([batches[i] for i in group])
+                weights = [s / total for s in sizes]
                 self.optimizer.zero_grad(set_to_none=True)
                 mb = dict.fromkeys(sums, 0.0)  # this minibatch's share, kept only if it is applied
                 for i, w in zip(group, weights):
@@ -281,6 +315,8 @@ class Trainer:
                     mb["clip"] += w * float(info["clip_fraction"])
                     mb["akl"] += w * float(info["approx_kl"])
                     mb["ent"] += w * ent_mean.item()
+                self.dist.sum_gradients(self.params)  # the global minibatch's gradient on every rank
+                mb = dict(zip(mb, self.dist.sum_floats(list(mb.values()))))
                 gn = torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else math.inf)
                 if not (torch.isfinite(gn) and math.isfinite(mb["loss"])):
                     # one bad minibatch (an overflow, a NaN advantage) must not poison the weights
@@ -303,14 +339,12 @@ class Trainer:
         st.sequence_tokens = sum(int(b.attention_mask.sum()) for b in batches)
         return st
 
-    def _micro_weights(self, batches: list) -> list[float]:
-        """Each micro-batch's share of its minibatch, so the minibatch loss is aggregated once."""
+    def _micro_size(self, b) -> int:
+        """A micro-batch's weight in its minibatch's loss (tokens, or sequences), so the minibatch
+        loss is aggregated once over all its micro-batches, on all ranks."""
         if self.cfg.train.loss_agg == "token-mean":
-            sizes = [b.num_tokens for b in batches]
-        else:
-            sizes = [int((b.targets.sum(dim=1) > 0).sum()) for b in batches]
-        total = max(1, sum(sizes))
-        return [s / total for s in sizes]
+            return b.num_tokens
+        return int((b.targets.sum(dim=1) > 0).sum())
 
     # ------------------------------------------------------------------ metrics
 

@@ -177,6 +177,7 @@ def plot_curves(spec: StudySpec, out: Path, metrics: tuple[str, ...] = CURVE_MET
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise ImportError("study plots need matplotlib (pip install matplotlib)") from None
     paths = []
@@ -191,6 +192,7 @@ def plot_curves(spec: StudySpec, out: Path, metrics: tuple[str, ...] = CURVE_MET
             x = list(range(1, steps + 1))
             ax.plot(x, [statistics.fmean(c) for c in cols], marker="o", label=arm.name)
             ax.fill_between(x, [min(c) for c in cols], [max(c) for c in cols], alpha=0.15)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("training step")
         ax.set_ylabel(metric)
         ax.set_title(f"{spec.name}: {metric} (mean over {len(spec.seeds)} seeds, min–max band)")

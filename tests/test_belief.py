@@ -52,7 +52,10 @@ def test_batched_beliefs_equal_a_direct_unbatched_computation(tiny_policy, smol_
         assert row == pytest.approx(want, abs=1e-4)
 
 
-def test_the_cia_recipe_shapes_rewards_with_beliefs_in_training(tmp_path, tiny_policy, smol_tokenizer):
+def test_the_cia_recipe_shapes_rewards_with_beliefs_in_training(tmp_path, smol_tokenizer):
+    from turncredit.policy.loading import tiny_model
+
+    tiny_policy = tiny_model(smol_tokenizer, seed=0)  # trained below: not the shared fixture
     cfg = load_config("configs/20q-cia.yaml", [
         "env.options.max_turns=2", "env.options.num_candidates=4", "rollout.tasks_per_step=2",
         "rollout.group_size=2", "rollout.max_new_tokens=4", "train.steps=1", "run.threads=0"])

@@ -32,7 +32,9 @@ class Progress:
             return
         from tqdm.auto import tqdm
 
-        with tqdm(total=total, desc=desc, unit=unit, file=self.stream, leave=False, dynamic_ncols=True) as bar:
+        # updates come a few times a second at most: draw every one
+        with tqdm(total=total, desc=desc, unit=unit, file=self.stream, leave=False, dynamic_ncols=True,
+                  mininterval=0.0, miniters=1) as bar:
             if self.last:
                 bar.set_postfix_str(self.last)
             yield bar

@@ -12,10 +12,8 @@ EPS = 1e-6
 S = math.sqrt(0.5)  # unbiased std of {0, 1}
 
 
-def close(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert x == pytest.approx(y, abs=1e-9), (a, b)
+def approx(values):
+    return pytest.approx(values, abs=1e-9)
 
 
 def test_turn_grpo_ragged_group_with_finished_trajectories_counting_zero():
@@ -26,16 +24,16 @@ def test_turn_grpo_ragged_group_with_finished_trajectories_counting_zero():
     # t=1: {2, 0 (finished), 5}: mean 7/3, std sqrt(((1/3)² + (7/3)² + (8/3)²)/2) = sqrt(19/3)
     s1 = math.sqrt(((1 / 3) ** 2 + (7 / 3) ** 2 + (8 / 3) ** 2) / 2)
     # t=2: {3, 0, 0}: mean 1, std sqrt((4 + 1 + 1)/2) = sqrt(3)
-    close(adv[0], [(1 - 2) / (s0 + EPS), (2 - 7 / 3) / (s1 + EPS), (3 - 1) / (s0 + EPS)])
-    close(adv[1], [(4 - 2) / (s0 + EPS)])
-    close(adv[2], [(1 - 2) / (s0 + EPS), (5 - 7 / 3) / (s1 + EPS)])
+    assert adv[0] == approx([(1 - 2) / (s0 + EPS), (2 - 7 / 3) / (s1 + EPS), (3 - 1) / (s0 + EPS)])
+    assert adv[1] == approx([(4 - 2) / (s0 + EPS)])
+    assert adv[2] == approx([(1 - 2) / (s0 + EPS), (5 - 7 / 3) / (s1 + EPS)])
 
 
 def test_turn_grpo_zero_variance_one_episode_groups_and_mean_only():
     adv = compute_advantages("turn_grpo", ["a", "a", "solo"], [[0.5, 1.0], [0.5, 0.0], [3.0, -2.0]])
-    close(adv[0], [0.0, 0.5 / (S + EPS)])  # t=0 has no spread → 0
-    close(adv[1], [0.0, -0.5 / (S + EPS)])
-    close(adv[2], [3.0 / (1 + EPS), -2.0 / (1 + EPS)])  # one trajectory: mean 0, std 1
+    assert adv[0] == approx([0.0, 0.5 / (S + EPS)])  # t=0 has no spread → 0
+    assert adv[1] == approx([0.0, -0.5 / (S + EPS)])
+    assert adv[2] == approx([3.0 / (1 + EPS), -2.0 / (1 + EPS)])  # one trajectory: mean 0, std 1
     flat = compute_advantages("turn_grpo", ["a", "a", "solo"], [[0.5, 1.0], [0.5, 0.0], [3.0, -2.0]],
                               normalize_std=False)
     assert flat == [[0.0, 0.5], [0.0, -0.5], [3.0, -2.0]]
@@ -66,9 +64,9 @@ def test_gigpo_episode_term_plus_step_term_in_anchor_groups():
     s0 = math.sqrt(sum((x - m0) ** 2 for x in g0) / 2)
     a0 = [(x - m0) / (s0 + EPS) for x in g0]
     ax = [0.5 / (S + EPS), -0.5 / (S + EPS)]
-    close(adv[0], [ae[0] + 0.5 * a0[0], ae[0] + 0.5 * ax[0]])
-    close(adv[1], [ae[1] + 0.5 * a0[1], ae[1] + 0.5 * ax[1], ae[1] + 0.0])
-    close(adv[2], [ae[2] + 0.5 * a0[2]])
+    assert adv[0] == approx([ae[0] + 0.5 * a0[0], ae[0] + 0.5 * ax[0]])
+    assert adv[1] == approx([ae[1] + 0.5 * a0[1], ae[1] + 0.5 * ax[1], ae[1] + 0.0])
+    assert adv[2] == approx([ae[2] + 0.5 * a0[2]])
 
 
 def test_gigpo_counts_each_trajectory_once_and_groups_across_time_indices():
@@ -76,8 +74,8 @@ def test_gigpo_counts_each_trajectory_once_and_groups_across_time_indices():
     adv = compute_advantages("gigpo", ["q", "q"], [[0.0, 0.0, 0.0, 1.0], [0.0]],
                              observations=[["a", "b", "c", "d"], ["z"]], step_weight=1.0)
     ae = 0.5 / (S + EPS)
-    close(adv[0], [ae] * 4)  # every anchor group is a singleton: step term 0
-    close(adv[1], [-ae])
+    assert adv[0] == approx([ae] * 4)  # every anchor group is a singleton: step term 0
+    assert adv[1] == approx([-ae])
     # the same observation at different turn indices is one anchor group
     adv = compute_advantages("gigpo", ["q", "q"], [[0.0, 1.0], [0.0]], observations=[["a", "b"], ["b"]],
                              gamma=1.0, normalize_std=False)
@@ -89,7 +87,7 @@ def test_gigpo_one_episode_group_zero_variance_and_similarity():
     adv = compute_advantages("gigpo", ["solo"], [[1.0, 1.0]], observations=[["a", "a"]])
     # one trajectory: episode term R/(1+ε); its two steps share an anchor (returns-to-go 1.95, 1)
     a = [(1.95 - 1.475) / (math.sqrt(2 * 0.475 ** 2) + EPS), (1.0 - 1.475) / (math.sqrt(2 * 0.475 ** 2) + EPS)]
-    close(adv[0], [2.0 / (1 + EPS) + a[0], 2.0 / (1 + EPS) + a[1]])
+    assert adv[0] == approx([2.0 / (1 + EPS) + a[0], 2.0 / (1 + EPS) + a[1]])
     same = compute_advantages("gigpo", ["q", "q"], [[1.0], [1.0]], observations=[["a"], ["a"]])
     assert same == [[0.0], [0.0]]  # no spread anywhere
     near = compute_advantages("gigpo", ["q", "q"], [[1.0], [0.0]], observations=[["Is it red?"], ["Is it red ?"]],

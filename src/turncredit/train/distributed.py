@@ -23,7 +23,6 @@ class DataParallel:
     def __init__(self) -> None:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = 0
-        self.device: torch.device | None = None
         if self.world > 1:
             from accelerate import PartialState
 
@@ -32,8 +31,7 @@ class DataParallel:
             state = PartialState(cpu=cpu, **({"backend": "gloo"} if cpu else {}))
             self.rank, self.world = state.process_index, state.num_processes
             if state.device.type == "cuda":
-                torch.cuda.set_device(state.device)
-                self.device = state.device
+                torch.cuda.set_device(state.device)  # "auto" then places the model on this rank's GPU
 
     @property
     def enabled(self) -> bool:

@@ -62,6 +62,11 @@ def reuse_gradient_pass(t: TrainConfig) -> bool:
     return t.ppo_epochs == 1 and t.minibatches == 1
 
 
+def group_id(step: int, j: int) -> str:
+    """The id of task group j of a step (the same on every rank)."""
+    return f"s{step}-g{j}"
+
+
 def check_applicable(cfg: Config, env: Any) -> None:
     """A reward shaper that needs task fields this environment lacks is a config error now,
     not a crash (or silent zeros) after the first rollout."""
@@ -149,7 +154,7 @@ class Trainer:
         rng = random.Random(self.cfg.run.seed * 1_000_003 + step)
         tasks = self.env.sample_tasks("train", self.cfg.rollout.tasks_per_step, rng)
         g = self.cfg.rollout.group_size
-        return [t for t in tasks for _ in range(g)], [f"s{step}-g{j}" for j in range(len(tasks)) for _ in range(g)]
+        return [t for t in tasks for _ in range(g)], [group_id(step, j) for j in range(len(tasks)) for _ in range(g)]
 
     def rollout(self, step: int) -> tuple[list[Episode], RolloutStats]:
         """The step's episodes, all groups (each rank plays its own groups, then they are shared)."""
@@ -182,6 +187,7 @@ class Trainer:
         episodes, rstats = self.rollout(step)
         t_rollout = time.perf_counter() - t0
         env_counts = {k: v - counted.get(k, 0) for k, v in self.env.counters().items()}
+        env_counts = dict(zip(env_counts, (int(x) for x in self.dist.sum_floats(list(env_counts.values())))))
 
         a = self.cfg.algo
         shaper = SHAPERS.get(a.reward_shaper)
@@ -190,7 +196,7 @@ class Trainer:
         assign_advantages(episodes, a.estimator, **a.estimator_options)
         kept = variance_filter(episodes, a.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
-        mine = {f"s{step}-g{j}" for j in self.dist.my_groups(self.cfg.rollout.tasks_per_step)}
+        mine = {group_id(step, j) for j in self.dist.my_groups(self.cfg.rollout.tasks_per_step)}
         local = [ep for ep in trainable if ep.group_id in mine] if self.dist.enabled else trainable
 
         t1 = time.perf_counter()

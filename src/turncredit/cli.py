@@ -431,20 +431,14 @@ def cmd_report(cfg, args) -> int:
 
 def cmd_check(cfg, args) -> int:
     from turncredit.config import env_from_config
-    from turncredit.policy.loading import SMOLLM2, looks_like_path
+    from turncredit.policy.loading import model_source
     from turncredit.train.trainer import check_applicable
 
     env = env_from_config(cfg)
     check_applicable(cfg, env)
     name = cfg.model.name
-    if name.lower() == SMOLLM2:
-        where = "the shipped SmolLM2"
-    elif Path(name).expanduser().is_dir():
-        where = "a local directory"
-    elif looks_like_path(name):
-        raise FileNotFoundError(f"model path not found: {name}")
-    else:
-        where = "a hub id, not contacted"
+    where = {"smollm2": "the shipped SmolLM2", "directory": "a local directory",
+             "hub": "a hub id, not contacted"}[model_source(name)]
     print(f"{args.config}: OK: env {cfg.env.name} ({env.max_turns} turns), estimator {cfg.algo.estimator}, "
           f"shaper {cfg.algo.reward_shaper}, backend {cfg.rollout.backend}, model {name} ({where})")
     return 0

@@ -99,13 +99,13 @@ def check_one_environment(configs: dict[str, Config]) -> None:
 
 def run_arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
     """Train, then evaluate the result on the held-out split; returns the eval results + time."""
-    from turncredit.cli import _evaluate
+    from turncredit.cli import _evaluate, _step_line
     from turncredit.train.trainer import Trainer
 
     t0 = time.perf_counter()
     trainer = Trainer(cfg, run_dir, overwrite=True)
     for m in trainer.train_iter():
-        print(f"  step {m['step']}: success {100 * m['success_rate']:.1f}%  reward {m['reward_mean']:+.3f}", flush=True)
+        print("  " + _step_line(m), flush=True)
     t_train = time.perf_counter() - t0
     res, _ = _evaluate(cfg, str(run_dir / "checkpoint"), trainer.session)
     res["seconds_train"] = t_train

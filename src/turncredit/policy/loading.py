@@ -135,26 +135,38 @@ def _smollm2_model_dir() -> Path:
     return final
 
 
-def resolve_model(spec: str = SMOLLM2) -> Path | str:
-    """Turn a model spec into something `from_pretrained` can load.
+def model_source(spec: str) -> str:
+    """Where a model spec points, without loading anything: "smollm2", "directory" or "hub".
 
-    `"smollm2"` → the converted cache directory (converted on first use); an existing local
-    directory → itself; a path-like spec that does not exist → `FileNotFoundError`; anything
-    else → the spec unchanged, as a hub id.
+    A path-like spec that does not exist → `FileNotFoundError`; a file → `ValueError`.
     """
     if not isinstance(spec, (str, os.PathLike)) or not str(spec):
         raise ValueError(f"model spec: expected a non-empty string, got {spec!r}")
     spec = str(spec)
     if spec.lower() == SMOLLM2:
-        return _smollm2_model_dir()
+        return "smollm2"
     p = Path(spec).expanduser()
     if p.is_dir():
-        return p
+        return "directory"
     if p.exists():
         raise ValueError(f"model path is a file, expected a model directory: {spec}")
     if looks_like_path(spec):
         raise FileNotFoundError(f"model path not found: {spec}")
-    return spec
+    return "hub"
+
+
+def resolve_model(spec: str = SMOLLM2) -> Path | str:
+    """Turn a model spec into something `from_pretrained` can load.
+
+    `"smollm2"` → the converted cache directory (converted on first use); an existing local
+    directory → itself; anything else (`model_source` "hub") → the spec unchanged, as a hub id.
+    """
+    source = model_source(spec)
+    if source == "smollm2":
+        return _smollm2_model_dir()
+    if source == "directory":
+        return Path(str(spec)).expanduser()
+    return str(spec)
 
 
 def _hub_error(spec: str, e: Exception) -> OSError:

@@ -1,7 +1,8 @@
 """Data parallel on 2 CPU processes (gloo; torchrun, the launcher accelerate uses for several
 processes, since `accelerate launch --cpu` starts one): the ranks end with identical
 weights, equal to one process training on the same global batch (to 1e-5: only the order of
-the gradient sums differs), and only rank 0 writes the run."""
+the gradient sums differs), and only rank 0 writes the run. Both ways of holding the model:
+replicas (ddp) and FSDP2 shards (fsdp, full fine-tuning and LoRA)."""
 
 import json
 import os
@@ -18,19 +19,28 @@ from turncredit.policy.loading import tiny_model
 HERE = Path(__file__).resolve().parent
 
 
-def test_two_gloo_ranks_match_each_other_and_one_process(tmp_path):
+def launch_two_ranks(out: Path, mode: str) -> tuple[dict, dict]:
+    """Run tests/ddp_driver.py on 2 gloo ranks; each rank's whole weights afterwards."""
     env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                        str(HERE / "ddp_driver.py"), str(tmp_path / "ddp")],
+                        str(HERE / "ddp_driver.py"), str(out), mode],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    r0, r1 = (load_file(str(tmp_path / "ddp" / f"rank{r}.safetensors")) for r in (0, 1))
-    assert all(torch.equal(r0[k], r1[k]) for k in r0), "ranks diverged"
+    return tuple(load_file(str(out / f"rank{r}.safetensors")) for r in (0, 1))
 
+
+def train_one_process(out: Path, mode: str):
     sys.path.insert(0, str(HERE))
     from ddp_driver import train
 
-    single, history = train(tmp_path / "single")
+    return train(out, mode)
+
+
+def test_two_gloo_ranks_match_each_other_and_one_process(tmp_path):
+    r0, r1 = launch_two_ranks(tmp_path / "ddp", "ddp")
+    assert all(torch.equal(r0[k], r1[k]) for k in r0), "ranks diverged"
+
+    single, history = train_one_process(tmp_path / "single", "ddp")
     start = dict(tiny_model(single.session.tokenizer, seed=0).named_parameters())
     moved = 0.0
     for n, w in single.model.named_parameters():
@@ -44,3 +54,30 @@ def test_two_gloo_ranks_match_each_other_and_one_process(tmp_path):
     assert [m["reward_mean"] for m in ddp_metrics] == [m["reward_mean"] for m in history]
     assert (ddp_run / "episodes" / "step_00002.jsonl").read_text() == (single_run / "episodes" / "step_00002.jsonl").read_text()
     assert sorted(d.name for d in ddp_run.iterdir() if d.name.startswith("checkpoint")) == ["checkpoint", "checkpoint_step00001"]
+
+
+@pytest.mark.parametrize("mode", ["fsdp", "fsdp-lora"])
+def test_fsdp_shards_train_like_one_process_and_resume_exactly(tmp_path, mode):
+    """FSDP on uneven work (3 groups on 2 ranks: rank 1 runs idle forward passes), 2 epochs, a
+    KL reference (sharded frozen copy / adapter off), LoRA with belief scoring in the gathered
+    window: the weights equal one process's within 1e-5, and so does the checkpoint written
+    from the shards (trained tensors, Adam moments to 1e-3 relative, merged export); resuming
+    on the shards from step 1's checkpoint ends bit-identical to the uninterrupted run."""
+    r0, r1 = launch_two_ranks(tmp_path / "fsdp", mode)
+    assert all(torch.equal(r0[k], r1[k]) for k in r0), "the gathered weights differ between ranks"
+    resumed = load_file(str(tmp_path / "fsdp" / "rank0-resumed.safetensors"))
+    assert all(torch.equal(r0[k], resumed[k]) for k in r0), "resuming on the shards changed the result"
+
+    single, history = train_one_process(tmp_path / "single", mode)
+    trained = dict(single.model.named_parameters())
+    assert sorted(trained) == sorted(r0)
+    for n, w in trained.items():
+        assert torch.allclose(r0[n], w.detach(), atol=1e-5, rtol=0), n
+    assert history[-1]["ref_kl"] > 0 and history[-1]["episodes_trained"] == 12
+
+    for f, rtol in [("trainable.safetensors", 1e-3), ("optimizer.safetensors", 1e-3), ("model.safetensors", 1e-3)]:
+        sharded = load_file(str(tmp_path / "fsdp" / "run" / "checkpoint" / f))
+        alone = load_file(str(tmp_path / "single" / "run" / "checkpoint" / f))
+        assert sorted(sharded) == sorted(alone), f
+        for k in alone:
+            assert torch.allclose(sharded[k].float(), alone[k].float(), rtol=rtol, atol=1e-7), (f, k)

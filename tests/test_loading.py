@@ -187,3 +187,17 @@ def test_real_smollm2_loads(smol_tokenizer):
         out = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
                              eos_token_id=bridge.end_of_turn_id, pad_token_id=smol_tokenizer.pad_token_id)
     assert "Paris" in bridge.decode_action(out[0, len(ids):].tolist())
+
+
+def test_plain_state_dict_is_the_state_dict_without_hooks(smol_tokenizer):
+    """What exports read inside FSDP's gathered window must be exactly `state_dict()`: same keys
+    in the same order (tied weights under both names), same values, persistent buffers only."""
+    for model in (loading.tiny_model(smol_tokenizer, seed=1),
+                  loading.add_lora(loading.tiny_model(smol_tokenizer, seed=1), {"r": 2, "lora_alpha": 4})):
+        want, got = model.state_dict(), loading.plain_state_dict(model)
+        assert list(got) == list(want)
+        assert all(torch.equal(got[k], want[k]) for k in want)
+    calls = []
+    model.register_state_dict_pre_hook(lambda *a, **k: calls.append(1))
+    loading.plain_state_dict(model)
+    assert calls == []  # FSDP's pre-hook would reshard the gathered weights

@@ -110,6 +110,9 @@ class TrainConfig:
     save_every: int = 0
     #: step checkpoints kept on disk, newest first (0 = all); the final checkpoint always stays
     keep_last: int = 2
+    #: under a launcher: "ddp" = every rank holds the whole model; "fsdp" = parameters,
+    #: gradients and optimizer state sharded over the ranks (FSDP2, one unit per decoder layer)
+    parallel: Literal["ddp", "fsdp"] = "ddp"
 
 
 @dataclass
@@ -420,7 +423,7 @@ def _check_ranges(cfg: Config) -> None:
 
 
 #: keys a resumed run may change: how long it runs and how it keeps checkpoints, not what it computes
-RESUMABLE_CHANGES = ("train.steps", "train.save_every", "train.keep_last", "run.out_dir", "run.name")
+RESUMABLE_CHANGES = ("train.steps", "train.save_every", "train.keep_last", "train.parallel", "run.out_dir", "run.name")
 
 
 def config_differences(a: Config, b: Config) -> list[str]:

@@ -267,6 +267,21 @@ def tiny_model(tokenizer: Any, seed: int = 0, **overrides: Any) -> Any:
     return model.eval()
 
 
+def plain_state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`module.state_dict()` read straight from the module attributes, without state-dict hooks:
+    FSDP's hook would swap weights gathered for an export back to their shards."""
+    out: dict[str, torch.Tensor] = {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        dot = f"{prefix}." if prefix else ""
+        for name, p in m._parameters.items():
+            if p is not None:
+                out[dot + name] = p.detach()
+        for name, b in m._buffers.items():
+            if b is not None and name not in m._non_persistent_buffers_set:
+                out[dot + name] = b.detach()
+    return out
+
+
 def _merged_state_dict(peft_model: Any) -> tuple[Any, dict[str, torch.Tensor]]:
     """The base model and its state dict with the active LoRA adapters merged in, out of place.
 
@@ -280,7 +295,7 @@ def _merged_state_dict(peft_model: Any) -> tuple[Any, dict[str, torch.Tensor]]:
     lora_mods = {n: m for n, m in base.named_modules() if isinstance(m, LoraLayer)}
     saved_mods = {n: m for n, m in base.named_modules() if isinstance(m, ModulesToSaveWrapper)}
     out: dict[str, torch.Tensor] = {}
-    for key, t in base.state_dict().items():
+    for key, t in plain_state_dict(base).items():
         owner = next((n for n in lora_mods if key.startswith(n + ".")), None)
         if owner is not None:
             rest = key[len(owner) + 1:]
@@ -307,6 +322,18 @@ def _merged_state_dict(peft_model: Any) -> tuple[Any, dict[str, torch.Tensor]]:
     return base, out
 
 
+def is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+
+
+def exported_weights(model: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+    """The plain Hugging Face model and its weights as a loader expects them (LoRA merged in);
+    safe inside FSDP's gathered-weights window (no state-dict hooks run)."""
+    if is_peft(model):
+        return _merged_state_dict(model)
+    return model, plain_state_dict(model)
+
+
 def save_checkpoint(model: Any, tokenizer: Any, out_dir: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """Write a checkpoint any loader can read: safetensors weights (LoRA merged), tokenizer,
     and `turncredit.json` (our metadata plus `extra`), written last as the completion mark.
@@ -321,16 +348,12 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: str | Path, extra: dict
         raise ValueError(f"save_checkpoint extra: expected JSON-serialisable values ({e})") from None
     out.mkdir(parents=True, exist_ok=True)
     (out / CHECKPOINT_META).unlink(missing_ok=True)
-    is_peft = hasattr(model, "peft_config") and hasattr(model, "get_base_model")
-    if is_peft:
-        base, state = _merged_state_dict(model)
-        base.save_pretrained(str(out), state_dict=state)
-    else:
-        model.save_pretrained(str(out))
+    base, state = exported_weights(model)
+    base.save_pretrained(str(out), state_dict=state)
     tokenizer.save_pretrained(str(out))
     for stale in list(out.glob("*.bin")) + list(out.glob("*.pt")) + list(out.glob("adapter_*")):
         stale.unlink()
-    meta = {"turncredit_checkpoint": 1, "lora_merged": is_peft, "extra": json.loads(meta_text)}
+    meta = {"turncredit_checkpoint": 1, "lora_merged": is_peft(model), "extra": json.loads(meta_text)}
     tmp = out / (CHECKPOINT_META + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out / CHECKPOINT_META)

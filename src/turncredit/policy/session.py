@@ -79,23 +79,5 @@ class PolicySession:
         return cls.from_model(model, tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs,
                               cfg.rollout.dtype, cfg.rollout.backend_options)
 
-    def reference_logprobs_fn(self):
-        """A function giving log-probs under the frozen starting policy, for the KL term.
-
-        With LoRA the reference is the same weights with the adapter switched off (no copy);
-        with full fine-tuning it is a frozen copy made now.
-        """
-        from turncredit.train.forward import action_logprobs
-
-        if hasattr(self.model, "disable_adapter"):
-            def ref(batch, temperature):
-                with self.model.disable_adapter():
-                    return action_logprobs(self.model, batch, temperature)[0]
-            return ref
-        frozen = copy.deepcopy(self.model).eval()
-        for p in frozen.parameters():
-            p.requires_grad_(False)
-        return lambda batch, temperature: action_logprobs(frozen, batch, temperature)[0]
-
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
         save_checkpoint(self.model, self.tokenizer, path, extra or {})

@@ -38,13 +38,9 @@ def _import_vllm() -> Any:
 
 def trainer_weights(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) pairs under the plain Hugging Face names vLLM's `load_weights` expects."""
-    from turncredit.policy.loading import _merged_state_dict
+    from turncredit.policy.loading import exported_weights
 
-    if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-        _, state = _merged_state_dict(model)
-    else:
-        state = model.state_dict()
-    return [(name, t.detach()) for name, t in state.items()]
+    return [(name, t.detach()) for name, t in exported_weights(model)[1].items()]
 
 
 def _core_config(model: torch.nn.Module) -> Any:

@@ -30,6 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from turncredit.policy.loading import temp_dir_beside
+from turncredit.train.distributed import full_tensor, shard_like
 
 STATE_FILE = "train_state.json"
 STEP_DIR = re.compile(r"^checkpoint_step(\d+)$")
@@ -78,26 +79,30 @@ def trainable_named(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer, names: list[str]) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
-    """The optimizer's state keyed by parameter name (not position), and its param groups."""
+    """The optimizer's state keyed by parameter name (not position), and its param groups;
+    sharded state is gathered whole (a collective: every rank calls this)."""
     sd = optimizer.state_dict()
     tensors: dict[str, torch.Tensor] = {}
     for idx, state in sd["state"].items():
         for key, value in state.items():
-            t = value if torch.is_tensor(value) else torch.tensor(value)
+            t = full_tensor(value) if torch.is_tensor(value) else torch.tensor(value)
             tensors[f"{names[idx]}/{key}"] = t.detach().clone().contiguous()
     groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
     return tensors, groups
 
 
-def load_optimizer(optimizer: torch.optim.Optimizer, names: list[str], tensors: dict[str, torch.Tensor],
+def load_optimizer(optimizer: torch.optim.Optimizer, params: dict[str, torch.nn.Parameter], tensors: dict[str, torch.Tensor],
                    groups: list[dict[str, Any]], where: Path) -> None:
-    index = {n: i for i, n in enumerate(names)}
+    """Inverse of `optimizer_tensors`; per-element state (Adam's moments) is sharded like its parameter."""
+    index = {n: i for i, n in enumerate(params)}
+    plist = list(params.values())
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, t in tensors.items():
         name, _, field = key.rpartition("/")
         if name not in index:
             raise CheckpointError(f"{where}: optimizer state for unknown parameter {name!r}")
-        state.setdefault(index[name], {})[field] = t
+        p = plist[index[name]]
+        state.setdefault(index[name], {})[field] = shard_like(t, p) if t.dim() and t.shape == p.shape else t
     for g in groups:
         if "betas" in g:
             g["betas"] = tuple(g["betas"])
@@ -120,14 +125,19 @@ def _fsync_tree(root: Path) -> None:
 
 
 def write_checkpoint(run_dir: Path, name: str, session: Any, optimizer: torch.optim.Optimizer,
-                     step: int, extra: dict[str, Any]) -> Path:
-    """Write `run_dir/name` atomically: the model checkpoint plus everything a resume needs."""
+                     step: int, extra: dict[str, Any], write: bool = True) -> Path:
+    """Write `run_dir/name` atomically: the model checkpoint plus everything a resume needs.
+
+    Under several ranks every rank calls this (sharded optimizer state is gathered) and only
+    the one with `write` writes; the weights must be whole (`full_weights`)."""
     final = run_dir / name
+    params = trainable_named(session.model)
+    opt_tensors, groups = optimizer_tensors(optimizer, list(params))
+    if not write:
+        return final
     tmp = temp_dir_beside(run_dir, name)
     session.save(tmp, extra={**extra, "step": step})
-    params = trainable_named(session.model)
     save_file({n: p.detach().contiguous() for n, p in params.items()}, str(tmp / "trainable.safetensors"))
-    opt_tensors, groups = optimizer_tensors(optimizer, list(params))
     save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
     rng_tensors, rng_meta = rng_state()
     save_file(rng_tensors, str(tmp / "rng.safetensors"))
@@ -218,8 +228,8 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.O
         for n, p in params.items():
             if saved[n].shape != p.shape:
                 raise CheckpointError(f"{path}: parameter {n} has shape {tuple(saved[n].shape)}, the model {tuple(p.shape)}")
-            p.copy_(saved[n])
-    load_optimizer(optimizer, list(params), _load(path, "optimizer.safetensors"), state["optimizer_param_groups"], path)
+            p.copy_(shard_like(saved[n].to(p.dtype), p))
+    load_optimizer(optimizer, params, _load(path, "optimizer.safetensors"), state["optimizer_param_groups"], path)
     set_rng_state(_load(path, "rng.safetensors"), state["rng"])
     return int(state["step"])
 

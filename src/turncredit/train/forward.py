@@ -89,6 +89,27 @@ def autocast(enabled: bool) -> contextlib.AbstractContextManager:
     return torch.autocast(device, dtype=torch.bfloat16)
 
 
+class ActionLogits(torch.nn.Module):
+    """The policy's logits at the target positions only: decoder, then the output head on the
+    rows that carry loss. One module, so that under FSDP it is the root unit whose forward and
+    backward hooks gather and reduce the embeddings and the head."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+        core = core_model(self.model)
+        hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
+        return core.get_output_embeddings()(hidden[where])
+
+    @staticmethod
+    def probe_inputs(device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The smallest valid input: two tokens, the second one a target."""
+        ids = torch.zeros((1, 2), dtype=torch.long, device=device)
+        return ids, torch.ones_like(ids), torch.ones((1, 1), dtype=torch.bool, device=device)
+
+
 def action_logprobs(
     model: torch.nn.Module,
     batch: TokenBatch,
@@ -98,17 +119,15 @@ def action_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token_{p+1} | prefix) at every target position, 0 elsewhere; [B, L-1].
 
+    `model` is a causal LM or the `ActionLogits` around it (the trainer's, possibly sharded).
     Logits are divided by the sampling temperature, so these are log-probs of the distribution
     the sampler drew from (verl's convention).
     """
-    core = core_model(model)
-    device = model_device(core)
+    scorer = model if isinstance(model, ActionLogits) else ActionLogits(model)
+    device = model_device(scorer)
     input_ids = batch.input_ids.to(device)
-    hidden = core.get_decoder()(
-        input_ids=input_ids, attention_mask=batch.attention_mask.to(device)
-    ).last_hidden_state[:, :-1]
     where = batch.targets.to(device).bool()
-    logits = core.get_output_embeddings()(hidden[where]).float() / temperature
+    logits = scorer(input_ids, batch.attention_mask.to(device), where).float() / temperature
     logp_sel = token_logprobs(logits, input_ids[:, 1:][where])
     logp = torch.zeros(where.shape, dtype=torch.float32, device=device).masked_scatter(where, logp_sel)
     ent = None

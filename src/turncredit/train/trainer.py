@@ -5,6 +5,7 @@ Each stage reads and writes `Episode`s; the trainer only wires them together.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -34,8 +35,8 @@ from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
 )
-from turncredit.train.distributed import DataParallel
-from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device
+from turncredit.train.distributed import PARALLEL, full_tensor
+from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device, pack
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir or Path(cfg.run.out_dir) / cfg.run.name)
-        self.dist = DataParallel()  # the ranks of an `accelerate launch`, or this process alone
+        self.dist = PARALLEL.get(cfg.train.parallel)()  # the ranks of an `accelerate launch`, or this process alone
         resume_from = self._resume_point() if resume else self._fresh_start(overwrite)
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,17 +98,23 @@ class Trainer:
         self.env = env_from_config(cfg)
         check_applicable(cfg, self.env)
         self.model = self.session.model
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
         t = cfg.train
+        # the KL reference is the starting policy (cfg.model.name), also when resuming: LoRA
+        # switches its adapter off, full fine-tuning keeps a frozen copy (made before sharding)
+        frozen = None
+        if t.kl != "none" and not hasattr(self.model, "disable_adapter"):
+            frozen = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.scorer = self.dist.wrap(self.model)  # what the update runs forward through
+        self.ref_scorer = self.dist.wrap(frozen) if frozen is not None else None
+        self.params = [p for p in self.scorer.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay
         )
-        # the KL reference is the starting policy (cfg.model.name), also when resuming
-        self.ref_logprobs = self.session.reference_logprobs_fn() if t.kl != "none" else None
         self.step_idx = 0
         if resume_from is not None:
             self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)
-            self.session.after_update()
+            with self.dist.full_weights(self.scorer):
+                self.session.after_update()
         if self.dist.is_main:
             keep_steps_up_to(self.run_dir, self.step_idx)  # a fresh run starts a fresh log
         self.dist.barrier()
@@ -184,15 +191,16 @@ class Trainer:
         step = self.step_idx + 1
         t0 = time.perf_counter()
         counted = self.env.counters()
-        episodes, rstats = self.rollout(step)
-        t_rollout = time.perf_counter() - t0
+        a = self.cfg.algo
+        shaper = SHAPERS.get(a.reward_shaper)
+        with self.dist.full_weights(self.scorer):  # generation and shaping read whole weights
+            episodes, rstats = self.rollout(step)
+            t_rollout = time.perf_counter() - t0
+            policy = {"policy": self.session} if getattr(shaper, "needs_policy", False) else {}
+            shaper(episodes, step, **policy, **a.shaper_options)
         env_counts = {k: v - counted.get(k, 0) for k, v in self.env.counters().items()}
         env_counts = dict(zip(env_counts, (int(x) for x in self.dist.sum_floats(list(env_counts.values())))))
 
-        a = self.cfg.algo
-        shaper = SHAPERS.get(a.reward_shaper)
-        policy = {"policy": self.session} if getattr(shaper, "needs_policy", False) else {}
-        shaper(episodes, step, **policy, **a.shaper_options)
         assign_advantages(episodes, a.estimator, **a.estimator_options)
         kept = variance_filter(episodes, a.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
@@ -203,7 +211,8 @@ class Trainer:
         with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(local), "micro-batch") as bar:
             ustats = self.update(local, on_micro_batch=bar.update)
         if ustats.optimizer_steps:
-            self.session.after_update()
+            with self.dist.full_weights(self.scorer):
+                self.session.after_update()
         t_update = time.perf_counter() - t1
         self.step_idx = step
 
@@ -243,11 +252,11 @@ class Trainer:
         return list(self.train_iter())
 
     def save(self, name: str) -> Path:
-        """A resumable checkpoint `run_dir/name` of the current step, written atomically (by rank 0;
-        the ranks hold the same weights)."""
-        if self.dist.is_main:
+        """A resumable checkpoint `run_dir/name` of the current step, written atomically by rank 0
+        (every rank takes part in gathering sharded weights and optimizer state)."""
+        with self.dist.full_weights(self.scorer):
             write_checkpoint(self.run_dir, name, self.session, self.optimizer, self.step_idx,
-                             extra={"run": self.cfg.run.name})
+                             extra={"run": self.cfg.run.name}, write=self.dist.is_main)
         self.dist.barrier()
         return self.run_dir / name
 
@@ -272,10 +281,12 @@ class Trainer:
 
         # old log-probs come from the trainer's own forward pass, not the sampler
         single_pass = reuse_gradient_pass(t)
+        # a sharded forward is a collective: every rank runs as many as the busiest one
+        padded = batches + [self._idle_batch()] * (self.dist.forward_passes(len(batches)) - len(batches))
         self.model.eval()
         with torch.no_grad(), autocast(t.bf16):
-            olds = [None if single_pass else action_logprobs(self.model, b, temp)[0] for b in batches]
-            refs = [self.ref_logprobs(b, temp) for b in batches] if self.ref_logprobs else None
+            olds = [None if single_pass else action_logprobs(self.scorer, b, temp)[0] for b in padded][:len(batches)]
+            refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)] if t.kl != "none" else None
         gap = 0.0
 
         self.model.train()
@@ -291,12 +302,13 @@ class Trainer:
                 if total == 0:
                     continue
                 weights = [s / total for s in sizes]
+                idle_passes = self.dist.forward_passes(len(group)) - len(group)
                 self.optimizer.zero_grad(set_to_none=True)
                 mb = dict.fromkeys(sums, 0.0)  # this minibatch's share, kept only if it is applied
                 for i, w in zip(group, weights):
                     b = batches[i]
                     with autocast(t.bf16):
-                        logp, ent = action_logprobs(self.model, b, temp, with_entropy=True,
+                        logp, ent = action_logprobs(self.scorer, b, temp, with_entropy=True,
                                                     entropy_grad=bool(t.entropy_coef))
                     if olds[i] is None:
                         olds[i] = logp.detach()
@@ -321,9 +333,13 @@ class Trainer:
                     mb["clip"] += w * float(info["clip_fraction"])
                     mb["akl"] += w * float(info["approx_kl"])
                     mb["ent"] += w * ent_mean.item()
+                for _ in range(idle_passes):
+                    with autocast(t.bf16):  # a zero-weight pass: this rank's part in the collectives
+                        logp, _ = action_logprobs(self.scorer, self._idle_batch(), temp)
+                    (logp.sum() * 0.0).backward()
                 self.dist.sum_gradients(self.params)  # the global minibatch's gradient on every rank
                 mb = dict(zip(mb, self.dist.sum_floats(list(mb.values()))))
-                gn = torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else math.inf)
+                gn = full_tensor(torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else math.inf))
                 if not (torch.isfinite(gn) and math.isfinite(mb["loss"])):
                     # one bad minibatch (an overflow, a NaN advantage) must not poison the weights
                     log.warning("step %d: skipped an optimizer step (loss %s, gradient norm %s)",
@@ -344,6 +360,16 @@ class Trainer:
         st.logprob_gap = gap / max(1, st.tokens)
         st.sequence_tokens = sum(int(b.attention_mask.sum()) for b in batches)
         return st
+
+    def _ref_logprobs(self, batch, temperature: float) -> torch.Tensor:
+        if self.ref_scorer is not None:
+            return action_logprobs(self.ref_scorer, batch, temperature)[0]
+        with self.model.disable_adapter():
+            return action_logprobs(self.scorer, batch, temperature)[0]
+
+    def _idle_batch(self):
+        """Two pad tokens, one target: a forward pass that adds nothing."""
+        return pack([[self.session.pad_id] * 2], [[0, 1]], self.session.pad_id).to(model_device(self.scorer))
 
     def _micro_size(self, b) -> int:
         """A micro-batch's weight in its minibatch's loss (tokens, or sequences), so the minibatch

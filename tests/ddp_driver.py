@@ -1,5 +1,6 @@
-"""One rank of the data-parallel tests (tests/test_distributed.py), started by torchrun: trains
-the tiny model with a scripted policy and saves the whole trained weights as this rank sees them.
+"""One rank of the data-parallel tests (tests/test_distributed.py), started by accelerate's
+launcher or torchrun: trains the tiny model with a scripted policy and saves the whole trained
+weights as this rank sees them.
 
 `python ddp_driver.py OUT MODE` with MODE one of MODES; the fsdp modes also resume the run from
 its step-1 checkpoint on the same ranks and save those weights too (`rank<r>-resumed`).

@@ -1,11 +1,12 @@
-"""Data parallel on 2 CPU processes (gloo; torchrun, the launcher accelerate uses for several
-processes, since `accelerate launch --cpu` starts one): the ranks end with identical
-weights, equal to one process training on the same global batch (to 1e-5: only the order of
-the gradient sums differs), and only rank 0 writes the run. Both ways of holding the model:
-replicas (ddp) and FSDP2 shards (fsdp, full fine-tuning and LoRA)."""
+"""Data parallel on 2 CPU processes (gloo), started by accelerate's launcher (`accelerate launch
+--multi_gpu`, which runs torchrun's agent; `--cpu` would start one process) and by torchrun:
+the ranks end with identical weights, equal to one process training on the same global batch
+(to 1e-5: only the order of the gradient sums differs), and only rank 0 writes the run. Both
+ways of holding the model: replicas (ddp) and FSDP2 shards (fsdp, full fine-tuning and LoRA)."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,24 @@ from turncredit.policy.loading import tiny_model
 HERE = Path(__file__).resolve().parent
 
 
-def launch_two_ranks(out: Path, mode: str) -> tuple[dict, dict]:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+LAUNCHERS = {
+    "accelerate": ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                   "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "{port}"],
+    "torchrun": ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
+}
+
+
+def launch_two_ranks(out: Path, mode: str, launcher: str) -> tuple[dict, dict]:
     """Run tests/ddp_driver.py on 2 gloo ranks; each rank's whole weights afterwards."""
     env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                        str(HERE / "ddp_driver.py"), str(out), mode],
+    args = [a.format(port=free_port()) for a in LAUNCHERS[launcher]]
+    p = subprocess.run([sys.executable, *args, str(HERE / "ddp_driver.py"), str(out), mode],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     return tuple(load_file(str(out / f"rank{r}.safetensors")) for r in (0, 1))
@@ -37,7 +51,7 @@ def train_one_process(out: Path, mode: str):
 
 
 def test_two_gloo_ranks_match_each_other_and_one_process(tmp_path):
-    r0, r1 = launch_two_ranks(tmp_path / "ddp", "ddp")
+    r0, r1 = launch_two_ranks(tmp_path / "ddp", "ddp", "accelerate")
     assert all(torch.equal(r0[k], r1[k]) for k in r0), "ranks diverged"
 
     single, history = train_one_process(tmp_path / "single", "ddp")
@@ -63,7 +77,7 @@ def test_fsdp_shards_train_like_one_process_and_resume_exactly(tmp_path, mode):
     window: the weights equal one process's within 1e-5, and so does the checkpoint written
     from the shards (trained tensors, Adam moments to 1e-3 relative, merged export); resuming
     on the shards from step 1's checkpoint ends bit-identical to the uninterrupted run."""
-    r0, r1 = launch_two_ranks(tmp_path / "fsdp", mode)
+    r0, r1 = launch_two_ranks(tmp_path / "fsdp", mode, "torchrun")
     assert all(torch.equal(r0[k], r1[k]) for k in r0), "the gathered weights differ between ranks"
     resumed = load_file(str(tmp_path / "fsdp" / "rank0-resumed.safetensors"))
     assert all(torch.equal(r0[k], resumed[k]) for k in r0), "resuming on the shards changed the result"

@@ -1,8 +1,8 @@
 """Data-parallel training over the processes of an `accelerate launch` (or `torchrun`).
 
-Each rank rolls out its share of the step's task groups (group j on rank j mod world), then
-all ranks exchange the episodes, so shaping, advantages and filtering see whole groups and give
-the same result everywhere. Each rank trains on its own groups, each micro-batch weighted by
+Each rank rolls out and reward-shapes its share of the step's task groups (group j on rank
+j mod world; shapers are group-local), then all ranks exchange the episodes, so advantages and
+filtering see whole groups and give the same result everywhere. Each rank trains on its own groups, each micro-batch weighted by
 its share of the *global* minibatch, and gradients are summed over ranks, so the step equals a
 single process training on all episodes. Only rank 0 writes run files and checkpoints.
 
@@ -175,6 +175,18 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor
 
     return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def resident_mib(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    """MiB this rank holds for the parameters and the optimizer state (its shards under FSDP)."""
+    from torch.distributed.tensor import DTensor
+
+    def nbytes(t: torch.Tensor) -> int:
+        local = t.to_local() if isinstance(t, DTensor) else t
+        return local.numel() * local.element_size()
+
+    tensors = list(module.parameters()) + [v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    return sum(nbytes(t) for t in tensors) / 2**20
 
 
 def shard_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,7 @@ from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
 )
-from turncredit.train.distributed import PARALLEL, full_tensor
+from turncredit.train.distributed import PARALLEL, full_tensor, resident_mib
 from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device, pack
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
 
@@ -165,6 +165,9 @@ class Trainer:
 
     def rollout(self, step: int) -> tuple[list[Episode], RolloutStats]:
         """The step's episodes, all groups (each rank plays its own groups, then they are shared)."""
+        return self._share(*self._play_own_groups(step))
+
+    def _play_own_groups(self, step: int) -> tuple[list[int], list[Episode], RolloutStats]:
         r = self.cfg.rollout
         tasks, gids = self.sample_groups(step)
         my_groups = set(self.dist.my_groups(r.tasks_per_step))
@@ -177,6 +180,10 @@ class Trainer:
                 seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
                 on_finished=bar.update,
             )
+        return mine, eps, stats
+
+    def _share(self, mine: list[int], eps: list[Episode], stats: RolloutStats) -> tuple[list[Episode], RolloutStats]:
+        """Every rank's episodes, in task order, on every rank."""
         if not self.dist.enabled:
             return eps, stats
         shared = self.dist.gather((mine, eps, stats))
@@ -194,18 +201,22 @@ class Trainer:
         a = self.cfg.algo
         shaper = SHAPERS.get(a.reward_shaper)
         with self.dist.full_weights(self.scorer):  # generation and shaping read whole weights
-            episodes, rstats = self.rollout(step)
+            mine, own, rstats = self._play_own_groups(step)
             t_rollout = time.perf_counter() - t0
+            # shapers are group-local and a group never spans ranks: each rank shapes its own
+            t_shape = time.perf_counter()
             policy = {"policy": self.session} if getattr(shaper, "needs_policy", False) else {}
-            shaper(episodes, step, **policy, **a.shaper_options)
+            shaper(own, step, **policy, **a.shaper_options)
+            t_shape = self.dist.gather(time.perf_counter() - t_shape)
+        episodes, rstats = self._share(mine, own, rstats)
         env_counts = {k: v - counted.get(k, 0) for k, v in self.env.counters().items()}
         env_counts = dict(zip(env_counts, (int(x) for x in self.dist.sum_floats(list(env_counts.values())))))
 
         assign_advantages(episodes, a.estimator, **a.estimator_options)
         kept = variance_filter(episodes, a.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
-        mine = {group_id(step, j) for j in self.dist.my_groups(self.cfg.rollout.tasks_per_step)}
-        local = [ep for ep in trainable if ep.group_id in mine] if self.dist.enabled else trainable
+        my_gids = {group_id(step, j) for j in self.dist.my_groups(self.cfg.rollout.tasks_per_step)}
+        local = [ep for ep in trainable if ep.group_id in my_gids] if self.dist.enabled else trainable
 
         t1 = time.perf_counter()
         with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(local), "micro-batch") as bar:
@@ -216,7 +227,8 @@ class Trainer:
         t_update = time.perf_counter() - t1
         self.step_idx = step
 
-        metrics = {**self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update), **env_counts}
+        metrics = {**self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update), **env_counts,
+                   "seconds_shaping": max(t_shape)}
         # episodes, then the metrics line, then the checkpoint: a step is complete once its
         # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
         if self.dist.is_main:
@@ -411,4 +423,5 @@ class Trainer:
             "seconds_oracle": rstats.seconds_env,
             "seconds_update": t_update,
             "update_tokens_per_s": ustats.sequence_tokens / t_update if t_update > 0 else 0.0,
+            "resident_mib": resident_mib(self.scorer, self.optimizer),
         }

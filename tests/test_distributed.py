@@ -89,9 +89,26 @@ def test_fsdp_shards_train_like_one_process_and_resume_exactly(tmp_path, mode):
         assert torch.allclose(r0[n], w.detach(), atol=1e-5, rtol=0), n
     assert history[-1]["ref_kl"] > 0 and history[-1]["episodes_trained"] == 12
 
+    # what rank 0 holds for weights and Adam state: about half of one process's (rank 0 keeps
+    # the larger chunk of odd-sized tensors)
+    held = [json.loads(x)["resident_mib"] for x in (tmp_path / "fsdp" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert 0.45 < held[-1] / history[-1]["resident_mib"] < 0.55
+
     for f, rtol in [("trainable.safetensors", 1e-3), ("optimizer.safetensors", 1e-3), ("model.safetensors", 1e-3)]:
         sharded = load_file(str(tmp_path / "fsdp" / "run" / "checkpoint" / f))
         alone = load_file(str(tmp_path / "single" / "run" / "checkpoint" / f))
         assert sorted(sharded) == sorted(alone), f
         for k in alone:
             assert torch.allclose(sharded[k].float(), alone[k].float(), rtol=rtol, atol=1e-7), (f, k)
+
+
+def test_resident_mib_counts_parameters_and_adam_state():
+    """Replicated: 4 bytes per weight, then + 8 per weight for Adam's moments + 4 per step counter."""
+    from turncredit.train.distributed import resident_mib
+
+    layer = torch.nn.Linear(10, 5)  # 55 weights in 2 tensors
+    opt = torch.optim.AdamW(layer.parameters())
+    assert resident_mib(layer, opt) * 2**20 == 55 * 4
+    layer(torch.ones(1, 10)).sum().backward()
+    opt.step()
+    assert resident_mib(layer, opt) * 2**20 == 55 * 12 + 2 * 4

@@ -30,7 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from turncredit.policy.loading import temp_dir_beside
-from turncredit.train.distributed import full_tensor, shard_like
+from turncredit.train.distributed import full_tensor, is_sharded, shard_like
 
 STATE_FILE = "train_state.json"
 STEP_DIR = re.compile(r"^checkpoint_step(\d+)$")
@@ -131,6 +131,9 @@ def write_checkpoint(run_dir: Path, name: str, session: Any, optimizer: torch.op
     Under several ranks every rank calls this (sharded optimizer state is gathered) and only
     the one with `write` writes; the weights must be whole (`full_weights`)."""
     final = run_dir / name
+    state = [v for st in optimizer.state.values() for v in st.values()]
+    if not write and not any(torch.is_tensor(v) and is_sharded(v) for v in state):
+        return final  # replicas: nothing to take part in
     params = trainable_named(session.model)
     opt_tensors, groups = optimizer_tensors(optimizer, list(params))
     if not write:

@@ -170,11 +170,15 @@ class FullyShardedDataParallel(DataParallel):
         """Nothing left to do: backward reduce-scattered (summed) each shard's gradient."""
 
 
-def full_tensor(t: torch.Tensor) -> torch.Tensor:
-    """A sharded (DTensor) value gathered whole on every rank; a plain tensor as it is."""
+def is_sharded(t: torch.Tensor) -> bool:
     from torch.distributed.tensor import DTensor
 
-    return t.full_tensor() if isinstance(t, DTensor) else t
+    return isinstance(t, DTensor)
+
+
+def full_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A sharded (DTensor) value gathered whole on every rank; a plain tensor as it is."""
+    return t.full_tensor() if is_sharded(t) else t
 
 
 def resident_mib(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:

@@ -131,8 +131,8 @@ def write_checkpoint(run_dir: Path, name: str, session: Any, optimizer: torch.op
     Under several ranks every rank calls this (sharded optimizer state is gathered) and only
     the one with `write` writes; the weights must be whole (`full_weights`)."""
     final = run_dir / name
-    state = [v for st in optimizer.state.values() for v in st.values()]
-    if not write and not any(torch.is_tensor(v) and is_sharded(v) for v in state):
+    moments = [v for st in optimizer.state.values() for v in st.values()]
+    if not write and not any(torch.is_tensor(v) and is_sharded(v) for v in moments):
         return final  # replicas: nothing to take part in
     params = trainable_named(session.model)
     opt_tensors, groups = optimizer_tensors(optimizer, list(params))

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from turncredit.registry import Registry
-from turncredit.train.forward import ActionLogits, core_model
+from turncredit.train.forward import ActionLogits, action_logprobs, core_model, idle_batch
 
 PARALLEL: Registry[type["DataParallel"]] = Registry("train.parallel")
 
@@ -133,7 +133,7 @@ class FullyShardedDataParallel(DataParallel):
                 unit.set_gradient_divide_factor(1.0)
                 unit.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
         with torch.no_grad():  # FSDP needs its first forward through the root unit
-            scorer(*ActionLogits.probe_inputs(next(model.parameters()).device))
+            action_logprobs(scorer, idle_batch())
         # a no-grad forward leaves the root gathered; `parameters()` must name the shards, which
         # are what the optimizer updates
         scorer.reshard()

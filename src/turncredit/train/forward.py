@@ -103,11 +103,11 @@ class ActionLogits(torch.nn.Module):
         hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
         return core.get_output_embeddings()(hidden[where])
 
-    @staticmethod
-    def probe_inputs(device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The smallest valid input: two tokens, the second one a target."""
-        ids = torch.zeros((1, 2), dtype=torch.long, device=device)
-        return ids, torch.ones_like(ids), torch.ones((1, 1), dtype=torch.bool, device=device)
+
+def idle_batch(pad_id: int = 0) -> TokenBatch:
+    """The smallest valid batch (two tokens, one target): a forward pass that adds nothing, for
+    a rank that must take part in a sharded forward without data of its own."""
+    return pack([[pad_id] * 2], [[0, 1]], pad_id)
 
 
 def action_logprobs(

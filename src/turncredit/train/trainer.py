@@ -36,7 +36,7 @@ from turncredit.train.checkpoint import (
     step_dir_name, write_checkpoint,
 )
 from turncredit.train.distributed import PARALLEL, full_tensor, resident_mib
-from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, model_device, pack
+from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, idle_batch, model_device
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ class Trainer:
         # old log-probs come from the trainer's own forward pass, not the sampler
         single_pass = reuse_gradient_pass(t)
         # a sharded forward is a collective: every rank runs as many as the busiest one
-        padded = batches + [self._idle_batch()] * (self.dist.forward_passes(len(batches)) - len(batches))
+        padded = batches + [idle_batch(self.session.pad_id)] * (self.dist.forward_passes(len(batches)) - len(batches))
         self.model.eval()
         with torch.no_grad(), autocast(t.bf16):
             olds = [None if single_pass else action_logprobs(self.scorer, b, temp)[0] for b in padded][:len(batches)]
@@ -347,7 +347,7 @@ class Trainer:
                     mb["ent"] += w * ent_mean.item()
                 for _ in range(idle_passes):
                     with autocast(t.bf16):  # a zero-weight pass: this rank's part in the collectives
-                        logp, _ = action_logprobs(self.scorer, self._idle_batch(), temp)
+                        logp, _ = action_logprobs(self.scorer, idle_batch(self.session.pad_id), temp)
                     (logp.sum() * 0.0).backward()
                 self.dist.sum_gradients(self.params)  # the global minibatch's gradient on every rank
                 mb = dict(zip(mb, self.dist.sum_floats(list(mb.values()))))
@@ -378,10 +378,6 @@ class Trainer:
             return action_logprobs(self.ref_scorer, batch, temperature)[0]
         with self.model.disable_adapter():
             return action_logprobs(self.scorer, batch, temperature)[0]
-
-    def _idle_batch(self):
-        """Two pad tokens, one target: a forward pass that adds nothing."""
-        return pack([[self.session.pad_id] * 2], [[0, 1]], self.session.pad_id).to(model_device(self.scorer))
 
     def _micro_size(self, b) -> int:
         """A micro-batch's weight in its minibatch's loss (tokens, or sequences), so the minibatch

@@ -52,6 +52,12 @@ class PolicySession:
         engine = engine_cls(sampler or model, bridge.end_of_turn_id, int(tokenizer.pad_token_id), **options)
         return cls(model, tokenizer, bridge, engine, sampler)
 
+    @property
+    def samples_from_a_copy(self) -> bool:
+        """The backend samples from weights other than `model` (a dtype copy, or an engine's
+        own), which `after_update` must refresh."""
+        return self.sampler_model is not None or hasattr(self.backend, "sync_weights")
+
     @torch.no_grad()
     def after_update(self) -> None:
         """The weights changed: refresh the sampling copy and whatever the backend holds."""

@@ -183,10 +183,8 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
 
 def resident_mib(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
     """MiB this rank holds for the parameters and the optimizer state (its shards under FSDP)."""
-    from torch.distributed.tensor import DTensor
-
     def nbytes(t: torch.Tensor) -> int:
-        local = t.to_local() if isinstance(t, DTensor) else t
+        local = t.to_local() if is_sharded(t) else t
         return local.numel() * local.element_size()
 
     tensors = list(module.parameters()) + [v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
@@ -195,8 +193,8 @@ def resident_mib(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> f
 
 def shard_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A whole tensor laid out like `like` (this rank's shard of it when `like` is sharded)."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor import distribute_tensor
 
-    if isinstance(like, DTensor):
+    if is_sharded(like):
         return distribute_tensor(t.to(like.device), like.device_mesh, like.placements)
     return t

@@ -113,8 +113,7 @@ class Trainer:
         self.step_idx = 0
         if resume_from is not None:
             self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)
-            with self.dist.full_weights(self.scorer):
-                self.session.after_update()
+            self._refresh_sampler()
         if self.dist.is_main:
             keep_steps_up_to(self.run_dir, self.step_idx)  # a fresh run starts a fresh log
         self.dist.barrier()
@@ -222,8 +221,7 @@ class Trainer:
         with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(local), "micro-batch") as bar:
             ustats = self.update(local, on_micro_batch=bar.update)
         if ustats.optimizer_steps:
-            with self.dist.full_weights(self.scorer):
-                self.session.after_update()
+            self._refresh_sampler()
         t_update = time.perf_counter() - t1
         self.step_idx = step
 
@@ -239,6 +237,12 @@ class Trainer:
             if self.dist.is_main:
                 prune(self.run_dir, t.keep_last)
         return metrics
+
+    def _refresh_sampler(self) -> None:
+        """Copy new weights to what samples (gathering shards only when there is such a copy)."""
+        if self.session.samples_from_a_copy:
+            with self.dist.full_weights(self.scorer):
+                self.session.after_update()
 
     def _write_step(self, step: int, episodes: list[Episode], metrics: dict[str, Any]) -> None:
         write_episodes(self.run_dir / "episodes" / f"step_{step:05d}.jsonl", episodes)

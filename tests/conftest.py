@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from turncredit import precision
 from turncredit.policy import load_tokenizer, tiny_model
 
 # Modelled on Qwen3's template (written here, not copied): ChatML, plus
@@ -38,6 +39,13 @@ QWEN3_STYLE_TEMPLATE = (
     "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
     "{%- endif -%}"
 )
+
+
+@pytest.fixture(autouse=True)
+def fp32_unless_asked(monkeypatch):
+    """`bf16: auto` reads as fp32 in tests, so their numbers do not depend on the CI machine's
+    CPU; tests of the probe itself replace this answer (tests/test_precision.py)."""
+    monkeypatch.setattr(precision, "_PROBES", {"cpu": precision.Bf16Probe("cpu", False, "pinned to fp32 in tests")})
 
 
 @pytest.fixture(scope="session")

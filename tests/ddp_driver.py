@@ -21,7 +21,8 @@ from turncredit.train.trainer import Trainer
 ACTIONS = ["Is it an animal?", "Is it a kind of tool?", "Is it food?", "Is it an animal?"]
 OVERRIDES = ["env.options.max_turns=3", "env.options.num_candidates=4", "rollout.tasks_per_step=4",
              "rollout.group_size=4", "train.steps=2", "train.lr=1e-3", "train.minibatches=1",
-             "train.micro_batch_size=1", "train.save_every=1", "run.threads=1", "run.seed=5"]
+             "train.micro_batch_size=1", "train.save_every=1", "run.threads=1", "run.seed=5",
+             "train.bf16=false"]  # ranks vs one process to 1e-5 is an fp32 statement, on any CPU
 # fsdp: 3 groups on 2 ranks (uneven work: rank 1 pads its forward passes), 2 epochs (a separate
 # old-log-prob pass), a KL reference; the LoRA mode also scores beliefs with the policy inside
 # the gathered-weights window. One minibatch: with more, each rank deals its own micro-batches

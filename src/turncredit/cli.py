@@ -161,6 +161,7 @@ def cmd_train(cfg, args) -> int:
         raise ValueError("--resume and --overwrite: choose one")
     trainer = Trainer(cfg, args.resume or args.run_dir, resume=bool(args.resume), overwrite=args.overwrite)
     say = print if trainer.dist.is_main else (lambda *a, **k: None)  # one voice for all ranks
+    say(trainer.precision_note, flush=True)
     if trainer.resumed_from is not None:
         say(f"resumed from {trainer.resumed_from} (step {trainer.step_idx})", flush=True)
     for m in trainer.train_iter():
@@ -252,6 +253,8 @@ def run_sft_stage(cfg, out_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Demonstrations (or sft.data) → SFT → checkpoint at out_dir/checkpoint."""
     from turncredit.episode import write_episodes
     from turncredit.policy.session import PolicySession
+    from turncredit.precision import cached_probe, describe_choice, resolve_bf16
+    from turncredit.train.forward import model_device
     from turncredit.train.sft import load_dialogues, run_sft
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -261,13 +264,17 @@ def run_sft_stage(cfg, out_dir: Path) -> tuple[Path, dict[str, Any]]:
         write_episodes(data, make_demos(cfg, cfg.sft.num_demos))
     dialogues = load_dialogues(data)
     session = PolicySession.from_config(cfg)
+    device = model_device(session.model)
+    bf16 = resolve_bf16(cfg.sft.bf16, device)
+    print(f"[sft] precision: {describe_choice('SFT', bf16, cfg.sft.bf16, device)}", flush=True)
     log = out_dir / "sft_metrics.jsonl"
     log.unlink(missing_ok=True)
     hist = run_sft(session, dialogues, cfg.sft, seed=cfg.run.seed, log_path=log)
     ckpt = out_dir / "checkpoint"
-    session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist)})
+    precision = {"bf16": bf16, "setting": cfg.sft.bf16, "probe": cached_probe(device).to_dict()}
+    session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist), "precision": precision})
     summary = {"dialogues": len(dialogues), "steps": len(hist),
-               "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"]}
+               "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"], "precision": precision}
     return ckpt, summary
 
 
@@ -321,6 +328,7 @@ def cmd_pipeline(cfg, args) -> int:
 
     def rl():
         trainer = Trainer(rl_cfg, run_dir / "rl", overwrite=True)  # the SFT stage above was redone too
+        print("[rl] " + trainer.precision_note, flush=True)
         for m in trainer.train_iter():
             print("[rl] " + _step_line(m), flush=True)
         return trainer

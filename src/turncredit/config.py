@@ -20,6 +20,10 @@ import yaml
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
+#: a precision switch: on, off, or "auto" (decided by `turncredit.precision.probe_bf16`)
+Bf16Setting = Union[bool, Literal["auto"]]
+
+
 class ConfigError(ValueError):
     """A config value is unknown, mistyped or out of range; the message names the key path."""
 
@@ -70,9 +74,9 @@ class RolloutConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)
     #: "model" samples with the trained weights themselves; "bfloat16" samples with a bf16 copy
     #: refreshed after every update (the trainer's own forward still gives the PPO old
-    #: log-probs). Measure before using it on a CPU: on the standard 2-core Xeon it is slower
-    #: end to end (benchmarks/rollout-vs-peers.md)
-    dtype: Literal["model", "bfloat16"] = "model"
+    #: log-probs); "auto" = "bfloat16" where the device computes bf16 natively
+    #: (`turncredit.precision`), else "model"
+    dtype: Literal["model", "bfloat16", "auto"] = "model"
 
 
 @dataclass
@@ -105,7 +109,9 @@ class TrainConfig:
     minibatches: int = 1
     #: sequences per forward/backward (gradient accumulation inside a minibatch)
     micro_batch_size: int = 8
-    bf16: bool = False
+    #: bf16 autocast in the update: "auto" = on where the device computes bf16 natively (CUDA
+    #: with bf16, a CPU with AVX512-BF16/AMX that the kernel selection may use), else fp32
+    bf16: Bf16Setting = "auto"
     #: also write a resumable checkpoint every N steps (0 = only the final one)
     save_every: int = 0
     #: step checkpoints kept on disk, newest first (0 = all); the final checkpoint always stays
@@ -138,7 +144,8 @@ class SFTConfig:
     max_length: int = 2048
     weight_decay: float = 0.0
     grad_clip: float = 1.0
-    bf16: bool = False
+    #: bf16 autocast: true, false, or "auto" (native bf16 only; see TrainConfig.bf16)
+    bf16: Bf16Setting = "auto"
 
 
 @dataclass
@@ -296,6 +303,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{p}: not valid YAML ({e})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping at the top level")
+        data.pop(RESOLVED_KEY, None)  # a run's record of its machine, not a setting
     data = apply_overrides(data, overrides or [])
     cfg = build(Config, data)
     validate_env_options(cfg)
@@ -440,5 +448,13 @@ def config_differences(a: Config, b: Config) -> list[str]:
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
 
 
-def save_config(cfg: Config, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+#: the section of a saved config.yaml recording what a run found on its machine (what "auto"
+#: became); written by the run, read by people, skipped when the file is loaded as a config
+RESOLVED_KEY = "resolved"
+
+
+def save_config(cfg: Config, path: str | Path, resolved: dict[str, Any] | None = None) -> None:
+    data = cfg.to_dict()
+    if resolved:
+        data[RESOLVED_KEY] = resolved
+    Path(path).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))

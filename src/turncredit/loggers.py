@@ -31,7 +31,7 @@ def _import(module: str, package: str) -> Any:
 
 
 def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and k != "step"}  # bools as 0/1
 
 
 @LOGGERS.register("tensorboard")

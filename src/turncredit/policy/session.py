@@ -13,12 +13,22 @@ from turncredit.chat import ChatBridge
 from turncredit.config import Config
 from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoint
 from turncredit.policy.backends import BACKENDS, PolicyBackend
+from turncredit.precision import resolve_bf16
 
 
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def sampler_dtype_for(model: torch.nn.Module, setting: str) -> str:
+    """rollout.dtype on this model's device: "auto" samples from a bf16 copy only where bf16 is
+    native, and never copies weights that are bf16 already."""
+    if setting != "auto":
+        return setting
+    param = next(model.parameters())
+    return "bfloat16" if param.dtype != torch.bfloat16 and resolve_bf16("auto", param.device) else "model"
 
 
 @dataclass
@@ -29,6 +39,8 @@ class PolicySession:
     backend: PolicyBackend
     #: the weights the backend samples with when they are not `model` itself (a bf16 copy)
     sampler_model: torch.nn.Module | None = None
+    #: what rollout.dtype became: "model" or "bfloat16" ("auto" resolved on this device)
+    sampler_dtype: str = "model"
 
     @property
     def pad_id(self) -> int:
@@ -43,6 +55,7 @@ class PolicySession:
         bridge = ChatBridge(tokenizer, chat_template_kwargs or None)
         engine_cls = BACKENDS.get(backend)
         options = dict(backend_options or {})
+        sampler_dtype = sampler_dtype_for(model, sampler_dtype)
         sampler = None
         if getattr(engine_cls, "owns_weights", False):
             options["dtype"] = sampler_dtype  # the engine keeps its own copy in that dtype
@@ -50,7 +63,7 @@ class PolicySession:
             sampler = copy.deepcopy(model).to(getattr(torch, sampler_dtype)).eval()
             sampler.requires_grad_(False)
         engine = engine_cls(sampler or model, bridge.end_of_turn_id, int(tokenizer.pad_token_id), **options)
-        return cls(model, tokenizer, bridge, engine, sampler)
+        return cls(model, tokenizer, bridge, engine, sampler, sampler_dtype)
 
     @property
     def samples_from_a_copy(self) -> bool:

@@ -19,7 +19,8 @@ import torch
 from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
-from turncredit.train.forward import TokenBatch, action_logprobs, autocast, pack
+from turncredit.precision import resolve_bf16
+from turncredit.train.forward import TokenBatch, action_logprobs, autocast, model_device, pack
 from turncredit.train.loss import aggregate
 
 Dialogue = list[dict[str, str]] | Episode  # a chat, or an episode with its own tokens
@@ -90,6 +91,7 @@ def run_sft(
     params = [p for p in session.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(seed)
+    bf16 = resolve_bf16(cfg.bf16, model_device(session.model))
     history: list[dict[str, Any]] = []
     session.model.train()
     step = 0
@@ -99,14 +101,14 @@ def run_sft(
         for start in range(0, len(order), cfg.batch_size):
             t0 = time.perf_counter()
             batch = dialogues_to_batch(session, [dialogues[i] for i in order[start:start + cfg.batch_size]], cfg.max_length)
-            loss = sft_loss(session, batch, cfg.bf16)
+            loss = sft_loss(session, batch, bf16)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
             opt.step()
             step += 1
             rec = {"step": step, "epoch": epoch, "loss": loss.item(), "grad_norm": gn.item(),
-                   "tokens": batch.num_tokens, "seconds": time.perf_counter() - t0}
+                   "tokens": batch.num_tokens, "seconds": time.perf_counter() - t0, "bf16": bf16}
             history.append(rec)
             if log_path:
                 with open(log_path, "a") as f:

@@ -31,6 +31,7 @@ from turncredit.loggers import make_loggers
 from turncredit.progress import Progress
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 from turncredit.policy.session import PolicySession
+from turncredit.precision import cached_probe, describe_choice, resolve_bf16
 from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
@@ -91,10 +92,17 @@ class Trainer:
         self.run_dir = Path(run_dir or Path(cfg.run.out_dir) / cfg.run.name)
         self.dist = PARALLEL.get(cfg.train.parallel)()  # the ranks of an `accelerate launch`, or this process alone
         resume_from = self._resume_point() if resume else self._fresh_start(overwrite)
+        self.session = session or PolicySession.from_config(cfg)
+        device = model_device(self.session.model)
+        self.bf16 = resolve_bf16(cfg.train.bf16, device)
+        #: what the "auto" settings became on this machine, and why (config.yaml, metrics, log)
+        self.precision = {"bf16_update": self.bf16, "sampler_dtype": self.session.sampler_dtype,
+                          "probe": cached_probe(device).to_dict()}
+        self.precision_note = (f"precision: {describe_choice('update', self.bf16, cfg.train.bf16, device)}; "
+                               f"sampling from {'a bf16 copy' if self.session.sampler_dtype == 'bfloat16' else 'the trained weights'}")
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            save_config(cfg, self.run_dir / "config.yaml")
-        self.session = session or PolicySession.from_config(cfg)
+            save_config(cfg, self.run_dir / "config.yaml", resolved=self.precision)
         self.env = env_from_config(cfg)
         check_applicable(cfg, self.env)
         self.model = self.session.model
@@ -300,7 +308,7 @@ class Trainer:
         # a sharded forward is a collective: every rank runs as many as the busiest one
         padded = batches + [idle_batch(self.session.pad_id)] * (self.dist.forward_passes(len(batches)) - len(batches))
         self.model.eval()
-        with torch.no_grad(), autocast(t.bf16):
+        with torch.no_grad(), autocast(self.bf16):
             olds = [None if single_pass else action_logprobs(self.scorer, b, temp)[0] for b in padded][:len(batches)]
             refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)] if t.kl != "none" else None
         gap = 0.0
@@ -323,7 +331,7 @@ class Trainer:
                 mb = dict.fromkeys(sums, 0.0)  # this minibatch's share, kept only if it is applied
                 for i, w in zip(group, weights):
                     b = batches[i]
-                    with autocast(t.bf16):
+                    with autocast(self.bf16):
                         logp, ent = action_logprobs(self.scorer, b, temp, with_entropy=True,
                                                     entropy_grad=bool(t.entropy_coef))
                     if olds[i] is None:
@@ -350,7 +358,7 @@ class Trainer:
                     mb["akl"] += w * float(info["approx_kl"])
                     mb["ent"] += w * ent_mean.item()
                 for _ in range(idle_passes):
-                    with autocast(t.bf16):  # a zero-weight pass: this rank's part in the collectives
+                    with autocast(self.bf16):  # a zero-weight pass: this rank's part in the collectives
                         logp, _ = action_logprobs(self.scorer, idle_batch(self.session.pad_id), temp)
                     (logp.sum() * 0.0).backward()
                 self.dist.sum_gradients(self.params)  # the global minibatch's gradient on every rank
@@ -424,4 +432,6 @@ class Trainer:
             "seconds_update": t_update,
             "update_tokens_per_s": ustats.sequence_tokens / t_update if t_update > 0 else 0.0,
             "resident_mib": resident_mib(self.scorer, self.optimizer),
+            "bf16_update": self.bf16,
+            "sampler_dtype": self.session.sampler_dtype,
         }

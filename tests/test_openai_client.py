@@ -99,7 +99,7 @@ def test_gives_up_with_an_env_failure_and_does_not_retry_a_bad_request(base_url)
 
 
 def test_complete_many_keeps_order_bounds_concurrency_and_isolates_failures(base_url):
-    ChatHandler.hold = 0.15
+    ChatHandler.hold = 0.4  # long enough for 3 requests to overlap on a loaded 2-core machine
     ChatHandler.script = ["400"]  # the first request to arrive fails for good
     c = OpenAIChatClient("m", base_url, retries=0, max_concurrency=3)
     out = c.complete_many([msgs(f"q{i}") for i in range(9)])

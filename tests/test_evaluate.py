@@ -1,5 +1,5 @@
 from turncredit.episode import Episode, Turn
-from turncredit.evaluate import format_table, summarize
+from turncredit.evaluate import compare, format_comparison, format_table, summarize
 
 
 def ep(task, labels, success):
@@ -18,3 +18,26 @@ def test_summary_on_a_hand_table():
     assert s["repeated_rate"] == 2 / 9 and s["invalid_rate"] == 3 / 9
     table = format_table({"m": s}, 2)
     assert "Mean@2" in table and "25.0" in table and "50.0%" in table
+    # per word: a wins 1 of 2, b 0 of 2; resampling the two words gives means 0, ¼, ½
+    assert s["per_task_success"] == {"a": 0.5, "b": 0.0}
+    assert s["mean_at_k_interval"] == [0.0, 0.5]
+    assert "[0.0, 50.0]" in table
+
+
+def test_compare_pairs_the_same_words_and_prints_the_difference():
+    import pytest
+
+    sft = summarize([ep("a", ["No"], False), ep("a", ["Finished"], True),
+                     ep("b", ["Repeated"], False), ep("b", ["Repeated"], False)], k=2)
+    rl = summarize([ep("a", ["Finished"], True), ep("a", ["Finished"], True),
+                    ep("b", ["No"], False), ep("b", ["Finished"], True)], k=2)
+    c = compare(sft, rl)
+    assert c["difference"] == 0.5  # a: ½ → 1, b: 0 → ½
+    assert c["interval"] == [0.5, 0.5]  # both words gained exactly ½
+    assert c["repeated_rate"] == [0.5, 0.0]
+    line = format_comparison("RL − SFT", c, 2)
+    assert "+50.0 points" in line and "[+50.0, +50.0] over 2 words" in line and "repeated 50.0% → 0.0%" in line
+    with pytest.raises(ValueError, match="different tasks"):
+        compare(sft, summarize([ep("c", ["No"], False)] * 2, k=2))
+    with pytest.raises(ValueError, match="different k"):
+        compare(sft, summarize([ep("a", ["No"], False)], k=1))

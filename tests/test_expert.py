@@ -113,3 +113,36 @@ def test_questions_use_words_in_their_everyday_sense() -> None:
     assert "device" in _dominant_keys("cable.n.02")
     with pytest.raises(ValueError, match="everyday_bias"):
         ExpertQuestioner(everyday_bias=0.5)
+
+
+def test_noisy_expert_guesses_early_hears_no_and_never_repeats() -> None:
+    """With early_guess_rate the expert sometimes guesses among several candidates; a wrong
+    guess is answered "No.", that word is dropped, and the game still ends in a win."""
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8))
+    noisy = ExpertQuestioner(early_guess_rate=0.5)
+    wrong_guesses = 0
+    for i, task in enumerate(env.tasks("test")[:12]):
+        ep = noisy.play(env, task, random.Random(i))
+        assert ep.success and ep.num_turns <= env.max_turns
+        labels = [t.info.get("label") for t in ep.turns]
+        assert "Repeated" not in labels and "Invalid" not in labels
+        asked = [t.action_text for t in ep.turns]
+        assert len(set(asked)) == len(asked)
+        listed = ep.messages[-1]["content"].split("these 8 words: ", 1)[1].split(".", 1)[0]
+        candidates = set(listed.split(", "))
+        for t in ep.turns[:-1]:
+            if t.action_text.startswith("Is it a") and not t.action_text.startswith("Is it a kind of"):
+                assert t.observation.startswith("No")  # a guess that did not end the game was wrong
+                assert t.action_text.rstrip("?").split(" ", 3)[-1] in candidates  # one of the listed words
+                wrong_guesses += 1
+    assert wrong_guesses >= 6  # about half the turns with several candidates left are guesses
+
+
+def test_noise_free_expert_draws_nothing_from_the_rng(expert: ExpertQuestioner) -> None:
+    """early_guess_rate 0 leaves the demonstrations exactly as before (same RNG stream)."""
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8))
+    task = env.tasks("test")[2]
+    assert (ExpertQuestioner(early_guess_rate=0.0).play(env, task, random.Random(9)).to_dict()
+            == expert.play(env, task, random.Random(9)).to_dict())
+    with pytest.raises(ValueError, match="early_guess_rate"):
+        ExpertQuestioner(early_guess_rate=1.0)

@@ -45,17 +45,53 @@ def test_a_study_trains_every_arm_and_seed_then_tabulates_and_plots(tmp_path, ti
             assert len((run / "metrics.jsonl").read_text().splitlines()) == 2  # the budget held
             cfg = (run / "config.yaml").read_text()
             assert f"seed: {seed}" in cfg and ("estimator: gigpo" in cfg) == (arm == "gigpo")
-        s = res["summary"][arm]
+        s = res["summary"]["arms"][arm]
         assert len(s["values"]) == 2 and s["mean"] == pytest.approx(sum(s["values"]) / 2)
+        assert s["interval"][0] <= s["mean"] <= s["interval"][1]
+        # the gain is paired with the start's evaluation of the very same games
+        start = res["start"]["per_task_success"]
+        runs = [res["runs"][arm][str(seed)]["per_task_success"] for seed in (0, 1)]
+        assert set(start) == set(runs[0]) == set(runs[1])
+        expected = sum(r[w] for r in runs for w in start) / (2 * len(start)) - sum(start.values()) / len(start)
+        assert s["gain"] == pytest.approx(expected)
+        assert s["gain_interval"][0] <= s["gain"] <= s["gain_interval"][1]
+    assert (out / "start" / "eval.json").is_file()
+    assert set(res["summary"]["pairs"]) == {"gigpo − starpo"}
     table = (out / "table.md").read_text()
     assert "| starpo |" in table and "| gigpo |" in table and "mean_at_k mean ± std" in table
+    assert "Start (no RL): Mean@k" in table and "| gigpo − starpo |" in table
     for metric in ("success_rate", "reward_mean"):
         png = out / f"curves_{metric}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # run again: every finished run is reused, nothing retrains
     capsys.readouterr()
     assert main(["study", str(spec), "--out", str(out)]) == 0
-    assert capsys.readouterr().out.count("done before") == 4
+    printed = capsys.readouterr().out
+    assert printed.count("done before") == 4 and "[start] evaluated before" in printed
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, tiny, capsys):
+    """A run stopped after its step-1 checkpoint (no eval.json yet) continues from it; its
+    metrics keep every step once."""
+    spec = write_spec(tmp_path, tiny, arms={"starpo": {"config": "configs/20q-starpo.yaml"}},
+                      budget=["train.steps=2", "rollout.tasks_per_step=1", "rollout.group_size=2", "train.save_every=1"])
+    out = tmp_path / "out"
+    assert main(["study", str(spec), "--out", str(out)]) == 0
+    run = out / "starpo" / "seed_0"
+    whole = (run / "metrics.jsonl").read_text().splitlines()
+    # imitate a stop during step 2: no eval, no final checkpoint, no step-2 metrics line
+    import shutil
+
+    (run / "eval.json").unlink()
+    shutil.rmtree(run / "checkpoint")
+    (run / "metrics.jsonl").write_text(whole[0] + "\n")
+    capsys.readouterr()
+    assert main(["study", str(spec), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "resumed from" in printed and "(step 1)" in printed and printed.count("done before") == 1
+    again = (run / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in again] == [1, 2]
+    assert json.loads(again[1])["reward_mean"] == json.loads(whole[1])["reward_mean"]  # the same step 2 again
 
 
 def test_study_spec_errors_name_the_problem(tmp_path, tiny, capsys):
@@ -67,5 +103,9 @@ def test_study_spec_errors_name_the_problem(tmp_path, tiny, capsys):
                                           "b": {"config": "configs/qa-grpo.yaml"}}}))
     assert main(["study", str(mixed), "--out", str(tmp_path / "o")]) == 2
     assert "all arms must use one environment" in capsys.readouterr().err
+    unpaired = write_spec(tmp_path, tiny, arms={"a": {"config": "configs/20q-starpo.yaml"},
+                                                "b": {"config": "configs/20q-starpo.yaml", "overrides": ["eval.k=1"]}})
+    assert main(["study", str(unpaired), "--out", str(tmp_path / "o")]) == 2
+    assert "differ in eval.*" in capsys.readouterr().err
     assert main(["study", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")]) == 2
     assert "study spec not found" in capsys.readouterr().err

@@ -203,16 +203,21 @@ def _evaluate(cfg, model_name: str, session=None):
     session = session or PolicySession.from_config(cfg, model_name)
     t0 = time.perf_counter()
     res, eps = evaluate_policy(session, env, tasks, e.k, SamplingParams(e.temperature, e.top_p, e.max_new_tokens),
-                               seed=cfg.run.seed, batch_size=e.batch_size)
+                               seed=e.seed, batch_size=e.batch_size)
     res["seconds"] = time.perf_counter() - t0
     return res, eps
 
 
-def _env_and_expert(cfg):
+def _env_and_expert(cfg, options: dict[str, Any] | None = None):
+    """The environment and its scripted expert: the perfect one by default (the ceiling), or
+    with `options` (sft.expert_options) for demonstrations."""
     from turncredit.config import ConfigError, env_from_config
 
     env = env_from_config(cfg)
-    play = env.expert()
+    try:
+        play = env.expert(**(options or {}))
+    except (TypeError, ValueError) as e:  # an unknown or out-of-range option of the expert
+        raise ConfigError(f"sft.expert_options: {e}") from None
     if play is None:
         raise ConfigError(f"env.name: {cfg.env.name!r} has no scripted expert; give sft.data instead")
     return env, play
@@ -222,7 +227,7 @@ def _evaluate_expert(cfg) -> dict[str, Any]:
     from turncredit.evaluate import eval_tasks, evaluate_player
 
     env, play = _env_and_expert(cfg)
-    res, eps = evaluate_player(play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.run.seed)
+    res, eps = evaluate_player(play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.eval.seed)
     res.update(env.summarize(eps))
     return res
 
@@ -232,7 +237,7 @@ def make_demos(cfg, n: int, split: str = "train"):
 
     from turncredit.rollout import task_rng
 
-    env, play = _env_and_expert(cfg)
+    env, play = _env_and_expert(cfg, cfg.sft.expert_options)
     rng = random.Random(cfg.run.seed)
     tasks = env.sample_tasks(split, n, rng)
     # each demo its own task instance (distinct candidate lists when a word repeats)
@@ -289,7 +294,7 @@ def cmd_sft(cfg, args) -> int:
 def cmd_pipeline(cfg, args) -> int:
     import dataclasses
 
-    from turncredit.evaluate import format_table
+    from turncredit.evaluate import compare, format_comparison, format_table
     from turncredit.train.trainer import Trainer
 
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
@@ -335,7 +340,11 @@ def cmd_pipeline(cfg, args) -> int:
 
     trainer = stage("rl", rl)
     report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), trainer.session)))
+    # both evaluations played the identical games (same words, k, seeds): a paired comparison
+    summary["rl_minus_sft"] = compare(summary["eval"]["after SFT"], summary["eval"]["after SFT + RL"])
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
+    print(format_comparison("RL − SFT", summary["rl_minus_sft"], cfg.eval.k))
     print(f"stage seconds: {json.dumps({k: v['seconds'] for k, v in summary['stages'].items()})}")
     print(f"summary: {run_dir / 'summary.json'}")
     return 0
@@ -444,6 +453,8 @@ def cmd_check(cfg, args) -> int:
 
     env = env_from_config(cfg)
     check_applicable(cfg, env)
+    if cfg.sft.expert_options and not cfg.sft.data:
+        _env_and_expert(cfg, cfg.sft.expert_options)  # the demonstrations' expert accepts its options
     name = cfg.model.name
     where = {"smollm2": "the shipped SmolLM2", "directory": "a local directory",
              "hub": "a hub id, not contacted"}[model_source(name)]

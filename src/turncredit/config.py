@@ -131,6 +131,9 @@ class EvalConfig:
     top_p: float = 1.0
     max_new_tokens: int = 50
     batch_size: int = 64
+    #: seeds the held-out games (task instances, sampling), apart from run.seed, so models
+    #: trained with different seeds are evaluated on the identical games and can be paired
+    seed: int = 0
 
 
 @dataclass
@@ -138,6 +141,9 @@ class SFTConfig:
     #: JSONL of Episodes or of {"messages": [...]} chats; empty = generate expert demonstrations
     data: str = ""
     num_demos: int = 400
+    #: options of the environment's scripted expert that plays the demonstrations, e.g.
+    #: {early_guess_rate: 0.15} for a 20 Questions expert that sometimes guesses too early
+    expert_options: dict[str, Any] = field(default_factory=dict)
     epochs: int = 2
     lr: float = 1e-4
     batch_size: int = 8

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from typing import Any, Callable, Sequence
 
 from turncredit.envs.base import MultiTurnEnv, Task
 from turncredit.episode import Episode
-from turncredit.metrics import success_summary
+from turncredit.metrics import bootstrap_interval, paired_difference, per_task_success, success_summary
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 
 
@@ -30,6 +31,9 @@ def summarize(episodes: Sequence[Episode], k: int) -> dict[str, Any]:
     for ep in episodes:
         by_task[str(ep.task.get("task_id"))].append(bool(ep.success) and not ep.aborted)
     out = success_summary(dict(by_task), k)
+    per_task = per_task_success(dict(by_task), k)
+    out["mean_at_k_interval"] = list(bootstrap_interval(list(per_task.values())))  # 95 %, words resampled
+    out["per_task_success"] = per_task  # what a paired comparison of two evaluations resamples
     wins = [ep.num_turns for ep in episodes if ep.success]
     out.update(
         avg_questions=statistics.fmean(ep.num_turns for ep in episodes) if episodes else 0.0,
@@ -79,15 +83,35 @@ def evaluate_player(
     return summarize(eps, 1), eps
 
 
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """How `after` differs from `before` on the identical held-out games: Mean@k difference with
+    its paired 95 % interval (bootstrap over tasks), and the behaviour rates side by side."""
+    if before["k"] != after["k"]:
+        raise ValueError(f"compare: the evaluations used different k ({before['k']} and {after['k']})")
+    out = paired_difference(before["per_task_success"], after["per_task_success"])
+    for key in ("repeated_rate", "invalid_rate", "avg_questions"):
+        out[key] = [before[key], after[key]]
+    return out
+
+
+def format_comparison(label: str, c: dict[str, Any], k: int) -> str:
+    lo, hi = c["interval"]
+    return (f"[{label}] Mean@{k} {100 * c['difference']:+.1f} points, paired {100 * c['level']:.0f}% interval "
+            f"[{100 * lo:+.1f}, {100 * hi:+.1f}] over {c['n_tasks']} words; repeated {100 * c['repeated_rate'][0]:.1f}% "
+            f"→ {100 * c['repeated_rate'][1]:.1f}%, invalid {100 * c['invalid_rate'][0]:.1f}% → {100 * c['invalid_rate'][1]:.1f}%")
+
+
 def format_table(rows: dict[str, dict[str, Any]], k: int) -> str:
     """A plain-text table, one row per evaluated model."""
-    head = f"{'model':<28} {'Mean@' + str(k):>14} {'Pass@' + str(k):>8} {'questions':>9} {'repeat':>7} {'invalid':>7}"
+    head = (f"{'model':<28} {'Mean@' + str(k):>14} {'95% interval':>14} {'Pass@' + str(k):>8} {'questions':>9}"
+            f" {'repeat':>7} {'invalid':>7}")
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         mean = f"{100 * r['mean_at_k']:.1f} ± {100 * r['mean_at_k_std']:.1f}"
+        lo, hi = r.get("mean_at_k_interval", (math.nan, math.nan))
         lines.append(
-            f"{name:<28} {mean:>14} {100 * r['pass_at_k']:>7.1f}% {r['avg_questions']:>9.2f}"
-            f" {100 * r['repeated_rate']:>6.1f}% {100 * r['invalid_rate']:>6.1f}%"
+            f"{name:<28} {mean:>14} {f'[{100 * lo:.1f}, {100 * hi:.1f}]':>14} {100 * r['pass_at_k']:>7.1f}%"
+            f" {r['avg_questions']:>9.2f} {100 * r['repeated_rate']:>6.1f}% {100 * r['invalid_rate']:>6.1f}%"
         )
     extra = [c for c in ANSWER_SET_COLUMNS if any(c in r for r in rows.values())]
     if extra:  # an answer-set environment: its own scores under the success table

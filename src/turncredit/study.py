@@ -13,17 +13,20 @@ overrides shared by all (e.g. the SFT checkpoint to start from):
       gigpo: {config: configs/20q-starpo.yaml, overrides: [algo.estimator=gigpo]}
 
 Each arm × seed trains into OUT/ARM/seed_S (a run directory like any other, so `report` and
-`--resume` work on it), then is evaluated on the held-out split. A finished run (its
-eval.json exists) is not run again, so an interrupted study picks up where it stopped. The
-study writes OUT/results.json, OUT/table.md (final metric mean ± std over seeds, wall time)
-and OUT/curves_<metric>.png (learning curves, mean over seeds with a min–max band).
+`--resume` work on it), then is evaluated on the held-out split; the common starting model is
+evaluated once, into OUT/start/eval.json. Every evaluation plays the identical games (one
+eval.seed for all), so runs are compared word by word: each arm's Mean@k gets a 95 % interval
+over seeds and words, its gain over the start and every difference between two arms a paired
+one (`turncredit.metrics.seed_word_bootstrap`). A finished run (its eval.json exists) is not run
+again and an interrupted one resumes from its newest checkpoint (set train.save_every in the
+budget), so a stopped study picks up where it stopped. The study writes OUT/results.json,
+OUT/table.md and OUT/curves_<metric>.png (learning curves, mean over seeds, min–max band).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ import yaml
 
 from turncredit.config import Config, ConfigError, load_config
 from turncredit.jsonl import iter_jsonl
+from turncredit.metrics import paired_difference, seed_word_bootstrap
 
 CURVE_METRICS = ("success_rate", "reward_mean")
 
@@ -92,25 +96,55 @@ def arm_config(spec: StudySpec, arm: Arm, seed: int, extra: list[str]) -> Config
 
 
 def check_one_environment(configs: dict[str, Config]) -> None:
+    """Every run plays the same game and is evaluated on the same held-out games."""
     envs = {name: c.env.name for name, c in configs.items()}
     if len(set(envs.values())) > 1:
         raise ConfigError(f"study: all arms must use one environment, got {envs}")
+    first, ref = next(iter(configs.items()))
+    for name, c in configs.items():
+        for section in ("eval", "env"):
+            if getattr(c, section) != getattr(ref, section):
+                raise ConfigError(f"study: {name} and {first} differ in {section}.*; the runs must be evaluated on "
+                                  f"identical games to be compared (set it in the spec's common overrides)")
 
 
 def run_arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
-    """Train, then evaluate the result on the held-out split; returns the eval results + time."""
+    """Train (resuming a run that was stopped), then evaluate the result on the held-out split;
+    returns the eval results + time."""
     from turncredit.cli import _evaluate, _step_line
     from turncredit.train.trainer import Trainer
 
-    t0 = time.perf_counter()
-    trainer = Trainer(cfg, run_dir, overwrite=True)
+    resume = (run_dir / "config.yaml").is_file()
+    trainer = Trainer(cfg, run_dir, resume=resume, overwrite=not resume)
+    if trainer.resumed_from is not None:
+        print(f"  resumed from {trainer.resumed_from} (step {trainer.step_idx})", flush=True)
     for m in trainer.train_iter():
         print("  " + _step_line(m), flush=True)
-    t_train = time.perf_counter() - t0
     res, _ = _evaluate(cfg, str(run_dir / "checkpoint"), trainer.session)
-    res["seconds_train"] = t_train
-    res["seconds_total"] = time.perf_counter() - t0
+    res["seconds_train"] = train_seconds(run_dir)
+    res["seconds_total"] = res["seconds_train"] + res["seconds"]
     (run_dir / "eval.json").write_text(json.dumps(res, indent=2))
+    return res
+
+
+def train_seconds(run_dir: Path) -> float:
+    """Time in a run's training steps, from its metrics, so the steps done before a resume count."""
+    keys = ("seconds_rollout", "seconds_update", "seconds_shaping")
+    return sum(float(row.get(k, 0.0)) for _, row in iter_jsonl(run_dir / "metrics.jsonl", "metrics line") for k in keys)
+
+
+def evaluate_start(cfg: Config, out: Path) -> dict[str, Any]:
+    """The common starting model on the held-out games (once; reused like a finished run)."""
+    from turncredit.cli import _evaluate
+
+    done = out / "start" / "eval.json"
+    if done.is_file():
+        print(f"[start] evaluated before, reusing {done}", flush=True)
+        return json.loads(done.read_text())
+    print(f"[start] evaluating {cfg.model.name}", flush=True)
+    res, _ = _evaluate(cfg, cfg.model.name)
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(res, indent=2))
     return res
 
 
@@ -119,6 +153,7 @@ def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dic
     configs = {f"{a.name}/seed_{s}": arm_config(spec, a, s, extra) for a in spec.arms for s in spec.seeds}
     check_one_environment(configs)  # every config is checked before the first run starts
     out.mkdir(parents=True, exist_ok=True)
+    start = evaluate_start(next(iter(configs.values())), out)
     results: dict[str, dict[int, dict[str, Any]]] = {a.name: {} for a in spec.arms}
     for arm in spec.arms:
         for seed in spec.seeds:
@@ -130,8 +165,9 @@ def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dic
                 continue
             print(f"[{arm.name} seed {seed}] training into {run_dir}", flush=True)
             results[arm.name][seed] = run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir)
-    summary = summarise(spec, results)
-    (out / "results.json").write_text(json.dumps({"spec": spec_dict(spec), "runs": results, "summary": summary}, indent=2))
+    summary = summarise(spec, results, start)
+    (out / "results.json").write_text(json.dumps({"spec": spec_dict(spec), "start": start, "runs": results,
+                                                  "summary": summary}, indent=2))
     (out / "table.md").write_text(format_table(spec, summary))
     plot_curves(spec, out)
     return summary
@@ -142,27 +178,65 @@ def spec_dict(spec: StudySpec) -> dict[str, Any]:
             "arms": {a.name: {"config": a.config, "overrides": a.overrides} for a in spec.arms}}
 
 
-def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Per arm: the metric's mean and population std over seeds, the per-seed values, mean time."""
-    out = {}
+def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]], start: dict[str, Any]) -> dict[str, Any]:
+    """Per arm: the metric over seeds (mean, population std, per seed), Mean@k's 95 % interval
+    over seeds and words, the paired gain over the start, behaviour rates and time; then every
+    pair of arms compared word by word. "significant" = the 95 % interval excludes 0."""
+    arms: dict[str, Any] = {}
+    per_task = {arm: [r["per_task_success"] for _, r in sorted(by_seed.items())] for arm, by_seed in results.items()}
     for arm, by_seed in results.items():
-        values = [float(r[spec.metric]) for _, r in sorted(by_seed.items())]
-        out[arm] = {
+        runs = [r for _, r in sorted(by_seed.items())]
+        values = [float(r[spec.metric]) for r in runs]
+        tasks = sorted(per_task[arm][0])
+        gain = paired_difference(start["per_task_success"], per_task[arm])
+        arms[arm] = {
             "mean": statistics.fmean(values), "std": statistics.pstdev(values), "values": values,
-            "pass_at_k": statistics.fmean(float(r.get("pass_at_k", 0.0)) for r in by_seed.values()),
-            "seconds": statistics.fmean(float(r.get("seconds_total", 0.0)) for r in by_seed.values()),
+            "interval": list(seed_word_bootstrap([[[p[t] for t in tasks] for p in per_task[arm]]], [1.0])),
+            "gain": gain["difference"], "gain_interval": gain["interval"], "gain_significant": _excludes_zero(gain),
+            "pass_at_k": statistics.fmean(float(r.get("pass_at_k", 0.0)) for r in runs),
+            "repeated_rate": statistics.fmean(float(r.get("repeated_rate", 0.0)) for r in runs),
+            "invalid_rate": statistics.fmean(float(r.get("invalid_rate", 0.0)) for r in runs),
+            "seconds": statistics.fmean(float(r.get("seconds_total", 0.0)) for r in runs),
         }
-    return out
+    names = list(results)
+    pairs = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            d = paired_difference(per_task[a], per_task[b])
+            pairs[f"{b} − {a}"] = {"difference": d["difference"], "interval": d["interval"], "significant": _excludes_zero(d)}
+    return {"start": {"mean": start["mean_at_k"], "interval": start["mean_at_k_interval"],
+                      "repeated_rate": start["repeated_rate"], "invalid_rate": start["invalid_rate"]},
+            "arms": arms, "pairs": pairs}
 
 
-def format_table(spec: StudySpec, summary: dict[str, dict[str, Any]]) -> str:
+def _excludes_zero(d: dict[str, Any]) -> bool:
+    lo, hi = d["interval"]
+    return lo > 0 or hi < 0
+
+
+def format_table(spec: StudySpec, summary: dict[str, Any]) -> str:
+    st = summary["start"]
+    pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
+    span = lambda iv: f"[{100 * iv[0]:+.1f}, {100 * iv[1]:+.1f}]"  # noqa: E731
     lines = [f"Study {spec.name}: {len(spec.seeds)} seeds ({', '.join(map(str, spec.seeds))}); budget: "
              f"{' '.join(spec.budget) or 'the configs own'}", "",
-             f"| arm | {spec.metric} mean ± std | per seed | Pass@k (mean) | wall time per run |", "|---|---|---|---|---|"]
-    for arm, s in summary.items():
-        per_seed = ", ".join(f"{100 * v:.1f}" for v in s["values"])
-        lines.append(f"| {arm} | {100 * s['mean']:.1f} ± {100 * s['std']:.1f} | {per_seed} | "
-                     f"{100 * s['pass_at_k']:.1f} | {s['seconds'] / 60:.1f} min |")
+             f"Start (no RL): Mean@k {pct(st['mean'])} [{pct(st['interval'][0])}, {pct(st['interval'][1])}], "
+             f"repeated {pct(st['repeated_rate'])} %, invalid {pct(st['invalid_rate'])} %", "",
+             f"| arm | {spec.metric} mean ± std over seeds | Mean@k 95 % interval (seeds × words) | Mean@k gain over start "
+             "(paired 95 %) | per seed | Pass@k | repeated | invalid | wall time per run |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for arm, s in summary["arms"].items():
+        per_seed = ", ".join(pct(v) for v in s["values"])
+        star = " *" if s["gain_significant"] else ""
+        lines.append(f"| {arm} | {pct(s['mean'])} ± {pct(s['std'])} | [{pct(s['interval'][0])}, {pct(s['interval'][1])}] | "
+                     f"{100 * s['gain']:+.1f} {span(s['gain_interval'])}{star} | {per_seed} | {pct(s['pass_at_k'])} | "
+                     f"{pct(s['repeated_rate'])} % | {pct(s['invalid_rate'])} % | {s['seconds'] / 60:.1f} min |")
+    if summary["pairs"]:
+        lines += ["", "| difference | Mean@k points | paired 95 % interval | significant |", "|---|---|---|---|"]
+        for name, d in summary["pairs"].items():
+            lines.append(f"| {name} | {100 * d['difference']:+.1f} | {span(d['interval'])} | {'yes' if d['significant'] else 'no'} |")
+    lines += ["", "Intervals: percentile bootstrap, words resampled jointly (every run played the same held-out "
+              "games), each arm's seeds resampled on their own; * = the interval excludes 0."]
     return "\n".join(lines) + "\n"
 
 

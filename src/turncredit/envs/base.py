@@ -100,9 +100,9 @@ class MultiTurnEnv(ABC):
                     return task
         raise ValueError(f"no task {task_id!r} in the train, val or test split")
 
-    def expert(self) -> Any:
+    def expert(self, **options: Any) -> Any:
         """A scripted player for demonstrations and a ceiling: `play(env, task, rng) -> Episode`,
-        or None when this environment has none."""
+        or None when this environment has none; `options` are its own (`sft.expert_options`)."""
         return None
 
     def counters(self) -> dict[str, int]:

@@ -181,10 +181,10 @@ class MultiAnswerQAEnv(MultiTurnEnv):
                 "evidence_recall": len(state.seen_gold) / max(1, len(gold))}
         return StepResult("Answer recorded.", score.f1, True, success=score.exact_match == 1.0, info=info)
 
-    def expert(self):
+    def expert(self, **options: Any):
         from turncredit.envs.multi_answer_qa.expert import GoldSearcher
 
-        return GoldSearcher().play
+        return GoldSearcher(**options).play
 
     # -- metrics -------------------------------------------------------------------------------
     def summarize(self, episodes: Sequence[Any]) -> dict[str, float]:

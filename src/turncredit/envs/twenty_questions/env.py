@@ -144,10 +144,12 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             out.update({f"faults_{k}": self.injector.counts[k] for k in self.injector.options.kinds})
         return out
 
-    def expert(self):
+    def expert(self, **options: Any):
+        """The information-gain questioner; `options` go to `ExpertQuestioner` (early_guess_rate,
+        everyday_bias)."""
         from turncredit.envs.twenty_questions.expert import ExpertQuestioner
 
-        return ExpertQuestioner().play
+        return ExpertQuestioner(**options).play
 
     # -- word lists ----------------------------------------------------------------------------
     def words_path(self, split: str) -> Path:

@@ -71,13 +71,23 @@ class ExpertQuestioner:
         oracle: WordNetOracle | None = None,
         stop_keys: Iterable[str] = STOP_KEYS,
         everyday_bias: float = 1.5,
+        early_guess_rate: float = 0.0,
     ) -> None:
-        """`everyday_bias` ≥ 1 trades natural questions for fewer ones (1.0: no preference)."""
+        """`everyday_bias` ≥ 1 trades natural questions for fewer ones (1.0: no preference).
+
+        `early_guess_rate` makes a noisy expert: on each turn with several candidates left it
+        guesses one of them at random with this probability, usually wrongly, and after the
+        "No." goes on without that word. A perfect expert never hears "No." to a guess, so a
+        model trained only on its games has never seen how to recover from one.
+        """
         if everyday_bias < 1.0:
             raise ValueError(f"everyday_bias: expected >= 1.0, got {everyday_bias}")
+        if not 0.0 <= early_guess_rate < 1.0:
+            raise ValueError(f"early_guess_rate: expected a probability in [0, 1), got {early_guess_rate}")
         self.oracle = oracle or WordNetOracle()
         self.stop_keys = frozenset(stop_keys)
         self.everyday_bias = everyday_bias
+        self.early_guess_rate = early_guess_rate
 
     def familiarity(self, key: str) -> int:
         return _familiarity(key)
@@ -128,13 +138,17 @@ class ExpertQuestioner:
         candidates: list[SecretWord],
         asked: set[str] = frozenset(),
         turns_left: int | None = None,
+        rng: random.Random | None = None,
     ) -> str:
-        """The best category question, or a guess when it cannot beat one.
+        """The best category question, or a guess when it cannot beat one (or, with `rng` and
+        an `early_guess_rate`, sometimes a guess among several candidates).
 
         A question answered Yes by a single candidate tells no more than guessing that
         candidate, which may also win; on the last turn only a guess can win.
         """
         pool = sorted(candidates, key=lambda c: c.word)
+        if rng is not None and self.early_guess_rate > 0 and len(pool) > 1 and rng.random() < self.early_guess_rate:
+            return guess(rng.choice(pool).word)
         if len(pool) > 1 and (turns_left is None or turns_left > 1):
             best = self._best(pool, asked)
             if best:
@@ -161,7 +175,7 @@ class ExpertQuestioner:
         turns: list[Turn] = []
         result = None
         while result is None or not result.done:
-            question = self.next_question(candidates, asked, env.max_turns - state.turns)
+            question = self.next_question(candidates, asked, env.max_turns - state.turns, rng)
             result = env.step(state, question)
             turns.append(
                 Turn(

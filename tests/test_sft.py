@@ -60,6 +60,19 @@ def test_a_few_sft_steps_lower_the_loss(tiny_policy, smol_tokenizer):
     assert after < before - 0.5, (before, after)
 
 
+def test_activation_checkpointing_in_sft_changes_memory_not_the_steps(tiny_policy, smol_tokenizer):
+    import copy
+
+    losses = {}
+    for flag in (False, True):
+        model = copy.deepcopy(tiny_policy)
+        hist = run_sft(PolicySession.from_model(model, smol_tokenizer), [CHAT] * 4,
+                       SFTConfig(epochs=2, lr=1e-3, batch_size=4, activation_checkpointing=flag), seed=0)
+        assert bool(model.model.gradient_checkpointing) is flag
+        losses[flag] = [h["loss"] for h in hist]
+    assert losses[True] == pytest.approx(losses[False], abs=1e-5)  # the second step sees the first's update
+
+
 def test_load_dialogues_from_episodes_and_chats(tmp_path):
     ep = Episode(task={"task_id": "dog"}, group_id="g", messages=CHAT[:2],
                  turns=[Turn([], [], [], "Is it an animal?", "Yes."), Turn([], [], [], "Is it a dog?", "Finished!")])

@@ -55,3 +55,54 @@ def test_single_pass_update_equals_the_two_pass_update_with_half_the_forwards(
     assert moved
     assert one.sequence_tokens == sum(len(ep.token_ids()) for ep in episodes)
     assert 0 < one.tokens < one.sequence_tokens
+
+
+def _rollout(tiny_policy, smol_tokenizer, tmp_path):
+    cfg = load_config(None, CFG)
+    session = PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer)
+    episodes, _ = Trainer(cfg, tmp_path / "roll", session=session).rollout(1)
+    for i, ep in enumerate(episodes):
+        for t in ep.turns:
+            t.advantage = 1.0 if i % 2 else -1.0
+    return episodes
+
+
+def test_micro_batches_by_tokens_hold_at_most_the_budget():
+    from types import SimpleNamespace
+
+    from turncredit.config import TrainConfig
+    from turncredit.train.trainer import micro_batches
+
+    eps = [SimpleNamespace(token_ids=lambda n=n: [0] * n, n=n) for n in (5, 100, 40, 60, 30, 20)]
+    # descending 100, 60, 40, 30, 20, 5; budget 130 padded tokens (longest × count):
+    # [100] (100·2 > 130), [60, 40] (60·3 > 130), [30, 20, 5, ...] = 30·3 = 90 ≤ 130
+    chunks = micro_batches(eps, TrainConfig(micro_batch_tokens=130))
+    assert [[e.n for e in c] for c in chunks] == [[100], [60, 40], [30, 20, 5]]
+    chunks = micro_batches(eps, TrainConfig(micro_batch_tokens=10))  # a sequence longer than the budget goes alone
+    assert [len(c) for c in chunks] == [1] * 6
+    assert [[e.n for e in c] for c in micro_batches(eps, TrainConfig(micro_batch_size=4))] == [[100, 60, 40, 30], [20, 5]]
+
+
+def test_activation_checkpointing_and_token_micro_batches_leave_the_update_unchanged(
+        tmp_path, tiny_policy, smol_tokenizer, monkeypatch):
+    """Recomputing activations in the backward pass, and dealing the micro-batches by tokens,
+    change memory, not the result: the same loss and gradient (compared before Adam, whose first
+    step is ±lr for any non-zero gradient, so float noise in a tiny gradient could flip it)."""
+    episodes = _rollout(tiny_policy, smol_tokenizer, tmp_path)
+    results = {}
+    for name, extra in {"plain": [], "checkpointed": ["train.activation_checkpointing=true"],
+                        "by_tokens": ["train.micro_batch_tokens=64"]}.items():
+        model = copy.deepcopy(tiny_policy)
+        cfg = load_config(None, CFG + extra)
+        trainer = Trainer(cfg, tmp_path / name, session=PolicySession.from_model(model, smol_tokenizer))
+        stats = trainer.update(episodes)
+        results[name] = (model, stats)
+    plain, st = results["plain"]
+    assert st.optimizer_steps == 1
+    assert results["checkpointed"][0].model.gradient_checkpointing  # it was switched on
+    for name in ("checkpointed", "by_tokens"):
+        model, other = results[name]
+        assert abs(other.loss - st.loss) < 1e-5, name
+        for (k, pa), pb in zip(plain.named_parameters(), model.parameters()):
+            scale = pa.grad.abs().max().item()  # float noise of summing in other groupings, relative to it
+            assert torch.allclose(pa.grad, pb.grad, rtol=1e-4, atol=1e-5 * scale), (name, k)

@@ -109,6 +109,12 @@ class TrainConfig:
     minibatches: int = 1
     #: sequences per forward/backward (gradient accumulation inside a minibatch)
     micro_batch_size: int = 8
+    #: > 0: micro-batches hold at most this many padded tokens instead (longest × count, at least
+    #: one sequence): activation memory follows the tokens, not the count of episodes
+    micro_batch_tokens: int = 0
+    #: recompute each decoder layer's activations in the backward pass instead of keeping them
+    #: (about a third more compute for the update, a fraction of its activation memory)
+    activation_checkpointing: bool = False
     #: bf16 autocast in the update: "auto" = on where the device computes bf16 natively (CUDA
     #: with bf16, a CPU with AVX512-BF16/AMX that the kernel selection may use), else fp32
     bf16: Bf16Setting = "auto"
@@ -152,6 +158,8 @@ class SFTConfig:
     grad_clip: float = 1.0
     #: bf16 autocast: true, false, or "auto" (native bf16 only; see TrainConfig.bf16)
     bf16: Bf16Setting = "auto"
+    #: recompute decoder activations in the backward pass (see TrainConfig)
+    activation_checkpointing: bool = False
 
 
 @dataclass
@@ -412,6 +420,7 @@ def _check_ranges(cfg: Config) -> None:
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
         ("train.micro_batch_size", cfg.train.micro_batch_size >= 1, "≥ 1"),
+        ("train.micro_batch_tokens", cfg.train.micro_batch_tokens >= 0, "≥ 0 (0 = micro_batch_size episodes)"),
         ("rollout.max_new_tokens", cfg.rollout.max_new_tokens >= 1, "≥ 1"),
         ("rollout.batch_size", cfg.rollout.batch_size >= 0, "≥ 0"),
         ("train.steps", cfg.train.steps >= 0, "≥ 0"),

@@ -82,6 +82,16 @@ def core_model(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute each decoder layer in the backward pass (training mode only, so rollouts and
+    no-grad scoring are untouched). Non-reentrant: correct with frozen embeddings (LoRA)."""
+    core = core_model(model)
+    if not getattr(core, "supports_gradient_checkpointing", False):
+        raise ValueError(f"train.activation_checkpointing: {type(core).__name__} does not support it")
+    enable = getattr(core, "activation_checkpointing_enable", None) or core.gradient_checkpointing_enable
+    enable({"use_reentrant": False})
+
+
 def autocast(enabled: bool) -> contextlib.AbstractContextManager:
     if not enabled:
         return contextlib.nullcontext()

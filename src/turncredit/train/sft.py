@@ -20,7 +20,9 @@ from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
 from turncredit.precision import resolve_bf16
-from turncredit.train.forward import TokenBatch, action_logprobs, autocast, model_device, pack
+from turncredit.train.forward import (
+    TokenBatch, action_logprobs, autocast, enable_activation_checkpointing, model_device, pack,
+)
 from turncredit.train.loss import aggregate
 
 Dialogue = list[dict[str, str]] | Episode  # a chat, or an episode with its own tokens
@@ -88,6 +90,8 @@ def run_sft(
     seed: int = 0,
     log_path: str | Path | None = None,
 ) -> list[dict[str, Any]]:
+    if cfg.activation_checkpointing:
+        enable_activation_checkpointing(session.model)
     params = [p for p in session.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(seed)

@@ -37,7 +37,9 @@ from turncredit.train.checkpoint import (
     step_dir_name, write_checkpoint,
 )
 from turncredit.train.distributed import PARALLEL, full_tensor, resident_mib
-from turncredit.train.forward import action_logprobs, autocast, episodes_to_batch, idle_batch, model_device
+from turncredit.train.forward import (
+    action_logprobs, autocast, enable_activation_checkpointing, episodes_to_batch, idle_batch, model_device,
+)
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,23 @@ def reuse_gradient_pass(t: TrainConfig) -> bool:
     """With one epoch and one minibatch the policy has not moved when a micro-batch is seen, so
     its old log-probs are the gradient pass's own, detached: no separate no-grad forward."""
     return t.ppo_epochs == 1 and t.minibatches == 1
+
+
+def micro_batches(episodes: list[Episode], t: TrainConfig) -> list[list[Episode]]:
+    """Length-sorted micro-batches (similar lengths share one: less padding; the loss is
+    order-free): `micro_batch_size` episodes each, or, with `micro_batch_tokens`, as many as fit
+    that many padded tokens (longest × count), at least one, so memory follows the tokens held,
+    not the number of episodes."""
+    by_len = sorted(episodes, key=lambda ep: len(ep.token_ids()), reverse=True)
+    if not t.micro_batch_tokens:
+        return [by_len[i:i + t.micro_batch_size] for i in range(0, len(by_len), t.micro_batch_size)]
+    chunks: list[list[Episode]] = []
+    for ep in by_len:  # descending: a chunk's first episode is its longest
+        if chunks and len(chunks[-1][0].token_ids()) * (len(chunks[-1]) + 1) <= t.micro_batch_tokens:
+            chunks[-1].append(ep)
+        else:
+            chunks.append([ep])
+    return chunks
 
 
 def group_id(step: int, j: int) -> str:
@@ -112,6 +131,8 @@ class Trainer:
         frozen = None
         if t.kl != "none" and not hasattr(self.model, "disable_adapter"):
             frozen = copy.deepcopy(self.model).eval().requires_grad_(False)
+        if t.activation_checkpointing:
+            enable_activation_checkpointing(self.model)
         self.scorer = self.dist.wrap(self.model)  # what the update runs forward through
         self.ref_scorer = self.dist.wrap(frozen) if frozen is not None else None
         self.params = [p for p in self.scorer.parameters() if p.requires_grad]
@@ -287,7 +308,7 @@ class Trainer:
     # ------------------------------------------------------------------ PPO update
 
     def _num_micro_steps(self, episodes: list[Episode]) -> int:
-        return self.cfg.train.ppo_epochs * math.ceil(len(episodes) / self.cfg.train.micro_batch_size)
+        return self.cfg.train.ppo_epochs * len(micro_batches(episodes, self.cfg.train))
 
     def update(self, episodes: list[Episode], on_micro_batch: Callable[[int], None] | None = None) -> UpdateStats:
         st = UpdateStats()
@@ -296,12 +317,8 @@ class Trainer:
         t = self.cfg.train
         temp = self.cfg.rollout.temperature
         pad = self.session.pad_id
-        micro = t.micro_batch_size
-        # similar lengths share a micro-batch: less padding, less memory (the loss is order-free)
-        by_len = sorted(episodes, key=lambda ep: len(ep.token_ids()), reverse=True)
-        chunks = [by_len[i:i + micro] for i in range(0, len(by_len), micro)]
         device = model_device(self.model)
-        batches = [episodes_to_batch(c, pad).to(device) for c in chunks]
+        batches = [episodes_to_batch(c, pad).to(device) for c in micro_batches(episodes, t)]
 
         # old log-probs come from the trainer's own forward pass, not the sampler
         single_pass = reuse_gradient_pass(t)

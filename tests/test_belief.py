@@ -52,6 +52,30 @@ def test_batched_beliefs_equal_a_direct_unbatched_computation(tiny_policy, smol_
         assert row == pytest.approx(want, abs=1e-4)
 
 
+def test_a_lost_game_is_not_scored_on_the_reveal(tiny_policy, smol_tokenizer):
+    """The last belief of a game lost on the turn limit is scored on the oracle's answer alone:
+    the same bonus whether or not the final reply names the secret."""
+    import copy
+
+    session = PolicySession.from_model(tiny_policy, smol_tokenizer)
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(max_turns=2, num_candidates=4))
+    task = Task("dog", {"secret": "dog", "synset": "dog.n.01", "category": "animal", "split": "test"})
+    (lost,) = [ep for ep in run_episodes(env, session.backend, session.bridge, [task] * 4, ["g"] * 4,
+                                         SamplingParams(max_new_tokens=5), seed=1) if not ep.success][:1]
+    last = lost.turns[-1]
+    assert "The answer was dog" in last.observation and "dog" not in last.answer  # the env kept them apart
+    unrevealed = copy.deepcopy(lost)
+    unrevealed.turns[-1].observation, unrevealed.turns[-1].answer = last.answer, None
+    a, b = log_beliefs(tiny_policy, smol_tokenizer, session.bridge, [lost, unrevealed])
+    assert a == pytest.approx(b, abs=1e-6)
+    assert belief_bonus(a, False, 0.1) == pytest.approx(belief_bonus(b, False, 0.1), abs=1e-7)
+    # and the reveal would have changed the last belief: what scoring on the observation did
+    revealed = copy.deepcopy(lost)
+    revealed.turns[-1].answer = None
+    (c,) = log_beliefs(tiny_policy, smol_tokenizer, session.bridge, [revealed])
+    assert c[:-1] == pytest.approx(a[:-1], abs=1e-6) and abs(c[-1] - a[-1]) > 1e-4
+
+
 def test_the_cia_recipe_shapes_rewards_with_beliefs_in_training(tmp_path, smol_tokenizer):
     from turncredit.policy.loading import tiny_model
 

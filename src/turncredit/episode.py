@@ -28,6 +28,9 @@ class Turn:
     reward: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
     advantage: float | None = None  # filled by the credit stage
+    #: the observation without end-of-game text that reveals the answer (`StepResult.answer`);
+    #: None when the observation is all answer
+    answer: str | None = None
 
     @property
     def num_action_tokens(self) -> int:

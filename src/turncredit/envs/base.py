@@ -36,6 +36,10 @@ class StepResult:
     done: bool
     success: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    #: the reply without end-of-game text that reveals what the policy had to find out (a lost
+    #: 20 Questions game's "Game over. The answer was X."); None when the reply is all answer.
+    #: A belief about the secret must never be scored on the reveal (ΔBelief)
+    answer: str | None = None
 
 
 class MultiTurnEnv(ABC):

@@ -37,7 +37,9 @@ def probe_ids(tokenizer: Any, secret: str) -> tuple[list[int], list[int]]:
 
 def belief_contexts(ep: Episode, bridge: Any) -> list[list[int]]:
     """The token context before each possible guess: after the opening and after each answer,
-    each ending in the generation prompt (T + 1 contexts for T turns)."""
+    each ending in the generation prompt (T + 1 contexts for T turns). The last one is built on
+    the last turn's answer alone (`Turn.answer`): a game lost on the turn limit ends with a reply
+    that names the secret, and a belief scored on it would measure the reveal, not the question."""
     contexts, prefix = [], []
     for t in ep.turns:
         contexts.append(prefix + t.prompt_ids)
@@ -45,7 +47,8 @@ def belief_contexts(ep: Episode, bridge: Any) -> list[list[int]]:
     if ep.turns:
         last = ep.turns[-1]
         ended = bool(last.action_ids) and last.action_ids[-1] == bridge.end_of_turn_id
-        contexts.append(prefix + bridge.reply_ids(last.observation, action_ended=ended))
+        answer = last.observation if last.answer is None else last.answer
+        contexts.append(prefix + bridge.reply_ids(answer, action_ended=ended))
     return contexts
 
 

@@ -232,16 +232,18 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         won = label == "Finished"
         done = won or state.turns >= o.max_turns or (o.end_on_invalid and label == "Invalid")
         info: dict[str, Any] = {"label": label, "category": key}
+        answer = None
         if done:
             outcome = o.win_reward if won else 0.0
             if not won:
+                answer = reply
                 reply += f" Game over. The answer was {state.secret.word}."
             if state.turns > 1:
                 outcome -= o.length_penalty * state.turns
             reward += outcome
             info["outcome_reward"] = outcome  # the end-of-game part (turn_grpo can spread it over turns)
         state.done, state.success = done, won
-        return StepResult(reply=reply, reward=reward, done=done, success=won, info=info)
+        return StepResult(reply=reply, reward=reward, done=done, success=won, info=info, answer=answer)
 
     def _judge(self, state: TwentyQuestionsState, action_text: str) -> tuple[str, str | None, str]:
         """(label, parsed category, reply text) for one question."""

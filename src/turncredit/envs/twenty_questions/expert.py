@@ -186,6 +186,7 @@ class ExpertQuestioner:
                     observation=result.reply,
                     reward=result.reward,
                     info=dict(result.info),
+                    answer=result.answer,
                 )
             )
             label, key = result.info.get("label", ""), result.info.get("category")

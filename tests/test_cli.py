@@ -46,7 +46,7 @@ def test_sft_train_eval_from_the_command_line(tmp_path, tiny_dir, capsys):
     assert "Mean@2" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench", "oracle-check", "play", "report", "study", "check"])
+@pytest.mark.parametrize("command", ["train", "eval", "sft", "demos", "pipeline", "bench", "oracle-check", "play", "report", "study", "check", "compare"])
 def test_help_explains_every_option(command, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, "--help"])
@@ -125,3 +125,25 @@ def test_check_validates_every_shipped_recipe_without_loading_a_model(capsys):
     assert main(["check", "configs/qa-grpo.yaml", "algo.reward_shaper=belief", "algo.shaper_options={}"]) == 2
     assert "needs tasks with 'secret'" in capsys.readouterr().err
 
+
+
+def test_compare_prints_the_paired_difference_of_two_evaluations(tmp_path, capsys):
+    from turncredit.episode import Episode, Turn
+    from turncredit.evaluate import summarize
+
+    def ep(task, won):
+        return Episode(task={"task_id": task}, group_id=task, messages=[], success=won,
+                       turns=[Turn([], [], [], "q?", info={"label": "Finished" if won else "Repeated"})])
+
+    before = summarize([ep("a", False), ep("a", True), ep("b", False), ep("b", False)], k=2)
+    after = summarize([ep("a", True), ep("a", True), ep("b", True), ep("b", False)], k=2)
+    expert = summarize([ep("a", True), ep("b", True)], k=1)  # `eval --expert` adds this row; not a model
+    (tmp_path / "sft.json").write_text(json.dumps({"runs/sft": before, "expert (ceiling)": expert}))
+    (tmp_path / "rl.json").write_text(json.dumps({"runs/rl": after}))
+    assert main(["compare", str(tmp_path / "sft.json"), str(tmp_path / "rl.json"), "--out", str(tmp_path / "c.json")]) == 0
+    line = capsys.readouterr().out
+    assert "[rl − sft] Mean@2 +50.0 points" in line and "[+50.0, +50.0] over 2 words" in line
+    assert json.loads((tmp_path / "c.json").read_text())["difference"] == 0.5
+    (tmp_path / "bad.json").write_text(json.dumps({"m": {"mean_at_k": 0.5}}))
+    assert main(["compare", str(tmp_path / "bad.json"), str(tmp_path / "rl.json")]) == 2
+    assert "expected one model's evaluation with per_task_success" in capsys.readouterr().err

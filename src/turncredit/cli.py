@@ -119,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "shaper applies to it, and say where the model comes from; loads no model and "
                        "contacts no server.")
     _add_common(p)
+    p = sub.add_parser("compare", help="paired difference of two evaluations of the same held-out games",
+                       description="Read two `turncredit eval --out` files that played the identical games "
+                       "(same split, num_tasks, k, eval.seed) and print AFTER − BEFORE in Mean@k with its paired 95 % bootstrap interval over the words, and the "
+                       "repeated / invalid rates side by side. Takes no config.")
+    p.add_argument("before", metavar="BEFORE", help="eval JSON of the reference model")
+    p.add_argument("after", metavar="AFTER", help="eval JSON of the model compared with it")
+    p.add_argument("--out", help="write the comparison as JSON to this file")
     p = sub.add_parser("study", help="credit methods side by side: arms × seeds at one budget",
                        description="Train every arm of a study spec (YAML: arms, seeds, budget, common "
                        "overrides) for each seed, evaluate each on the held-out split, and write "
@@ -134,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # overrides may follow options (`--expert train.lr=1`): argparse leaves those over
     args, extra = parser.parse_known_args(argv)
-    takes_config = hasattr(args, "config")  # every command but report and study
+    takes_config = hasattr(args, "config")  # every command but report, study and compare
     takes_overrides = hasattr(args, "overrides")
     unknown = [x for x in extra if x.startswith("-") or "=" not in x or not takes_overrides]
     if unknown:
@@ -152,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------------- commands
+
+EXPERT_ROW = "expert (ceiling)"  # the label of the scripted expert's row in eval tables
 
 
 def cmd_train(cfg, args) -> int:
@@ -183,7 +192,7 @@ def cmd_eval(cfg, args) -> int:
     name = args.model or cfg.model.name
     rows[name] = _evaluate(cfg, name)[0]
     if args.expert:
-        rows["expert (ceiling)"] = _evaluate_expert(cfg)
+        rows[EXPERT_ROW] = _evaluate_expert(cfg)
     print(format_table(rows, cfg.eval.k))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -321,7 +330,7 @@ def cmd_pipeline(cfg, args) -> int:
               + (f"  F1 {res['f1']:.3f}  recall {res['recall']:.3f}" if "f1" in res else ""), flush=True)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
-    report("expert (ceiling)", stage("eval expert", lambda: _evaluate_expert(cfg)))
+    report(EXPERT_ROW, stage("eval expert", lambda: _evaluate_expert(cfg)))
     if not args.skip_base_eval:
         report("untrained", stage("eval untrained", lambda: evaluated("untrained", cfg, cfg.model.name)))
     ckpt, sft_summary = stage("sft", lambda: run_sft_stage(cfg, run_dir / "sft"))
@@ -463,6 +472,35 @@ def cmd_check(cfg, args) -> int:
     return 0
 
 
+def _one_evaluation(path: str) -> dict[str, Any]:
+    """The evaluated model's result in a `turncredit eval --out` file ({label: result}; the
+    expert's ceiling row, which `--expert` adds, is not a model)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"evaluation file not found: {p}")
+    try:
+        rows = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON ({e.msg})") from None
+    models = {k: v for k, v in rows.items() if k != EXPERT_ROW and isinstance(v, dict) and "per_task_success" in v} \
+        if isinstance(rows, dict) else {}
+    if len(models) != 1:
+        raise ValueError(f"{p}: expected one model's evaluation with per_task_success (as written by "
+                         f"turncredit eval --out), found {len(models)}: {', '.join(models) or 'none'}")
+    return next(iter(models.values()))
+
+
+def cmd_compare(cfg, args) -> int:
+    from turncredit.evaluate import compare, format_comparison
+
+    before, after = _one_evaluation(args.before), _one_evaluation(args.after)
+    c = compare(before, after)
+    print(format_comparison(f"{Path(args.after).stem} − {Path(args.before).stem}", c, before["k"]))
+    if args.out:
+        Path(args.out).write_text(json.dumps(c, indent=2))
+    return 0
+
+
 def cmd_study(cfg, args) -> int:
     from turncredit.study import load_spec, run_study
 
@@ -476,7 +514,7 @@ def cmd_study(cfg, args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "study": cmd_study, "report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
+COMMANDS = {"compare": cmd_compare, "check": cmd_check, "study": cmd_study, "report": cmd_report, "play": cmd_play, "bench": cmd_bench, "oracle-check": cmd_oracle_check, "train": cmd_train, "eval": cmd_eval, "sft": cmd_sft, "demos": cmd_demos, "pipeline": cmd_pipeline}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -92,6 +92,14 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, tiny, capsys):
     again = (run / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in again] == [1, 2]
     assert json.loads(again[1])["reward_mean"] == json.loads(whole[1])["reward_mean"]  # the same step 2 again
+    # an evaluation written before per-word results existed cannot be paired: evaluated again, not retrained
+    old = json.loads((run / "eval.json").read_text())
+    del old["per_task_success"]
+    (run / "eval.json").write_text(json.dumps(old))
+    assert main(["study", str(spec), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "(step 2)" in printed and "step    1" not in printed and "step    2" not in printed
+    assert "per_task_success" in json.loads((run / "eval.json").read_text())
 
 
 def test_study_spec_errors_name_the_problem(tmp_path, tiny, capsys):

@@ -137,15 +137,25 @@ def evaluate_start(cfg: Config, out: Path) -> dict[str, Any]:
     """The common starting model on the held-out games (once; reused like a finished run)."""
     from turncredit.cli import _evaluate
 
-    done = out / "start" / "eval.json"
-    if done.is_file():
-        print(f"[start] evaluated before, reusing {done}", flush=True)
-        return json.loads(done.read_text())
+    path = out / "start" / "eval.json"
+    done = _finished(path)
+    if done is not None:
+        print(f"[start] evaluated before, reusing {path}", flush=True)
+        return done
     print(f"[start] evaluating {cfg.model.name}", flush=True)
     res, _ = _evaluate(cfg, cfg.model.name)
-    done.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps(res, indent=2))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=2))
     return res
+
+
+def _finished(eval_json: Path) -> dict[str, Any] | None:
+    """A finished run's evaluation, or None; one written before evaluations kept per-word
+    results cannot be paired, so that run is evaluated again (its training is reused)."""
+    if not eval_json.is_file():
+        return None
+    res = json.loads(eval_json.read_text())
+    return res if "per_task_success" in res else None
 
 
 def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dict[str, Any]:
@@ -158,10 +168,10 @@ def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dic
     for arm in spec.arms:
         for seed in spec.seeds:
             run_dir = out / arm.name / f"seed_{seed}"
-            done = run_dir / "eval.json"
-            if done.is_file():
-                print(f"[{arm.name} seed {seed}] done before, reusing {done}", flush=True)
-                results[arm.name][seed] = json.loads(done.read_text())
+            done = _finished(run_dir / "eval.json")
+            if done is not None:
+                print(f"[{arm.name} seed {seed}] done before, reusing {run_dir / 'eval.json'}", flush=True)
+                results[arm.name][seed] = done
                 continue
             print(f"[{arm.name} seed {seed}] training into {run_dir}", flush=True)
             results[arm.name][seed] = run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir)

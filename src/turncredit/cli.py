@@ -160,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
 
 # ---------------------------------------------------------------------------- commands
 
-EXPERT_ROW = "expert (ceiling)"  # the label of the scripted expert's row in eval tables
-
 
 def cmd_train(cfg, args) -> int:
     from turncredit.train.trainer import Trainer
@@ -186,7 +184,7 @@ def _step_line(m: dict[str, Any]) -> str:
 
 
 def cmd_eval(cfg, args) -> int:
-    from turncredit.evaluate import format_table
+    from turncredit.evaluate import EXPERT_ROW, format_table
 
     rows = {}
     name = args.model or cfg.model.name
@@ -267,7 +265,7 @@ def run_sft_stage(cfg, out_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Demonstrations (or sft.data) → SFT → checkpoint at out_dir/checkpoint."""
     from turncredit.episode import write_episodes
     from turncredit.policy.session import PolicySession
-    from turncredit.precision import cached_probe, describe_choice, resolve_bf16
+    from turncredit.precision import choose_precision
     from turncredit.train.forward import model_device
     from turncredit.train.sft import load_dialogues, run_sft
 
@@ -278,17 +276,15 @@ def run_sft_stage(cfg, out_dir: Path) -> tuple[Path, dict[str, Any]]:
         write_episodes(data, make_demos(cfg, cfg.sft.num_demos))
     dialogues = load_dialogues(data)
     session = PolicySession.from_config(cfg)
-    device = model_device(session.model)
-    bf16 = resolve_bf16(cfg.sft.bf16, device)
-    print(f"[sft] precision: {describe_choice('SFT', bf16, cfg.sft.bf16, device)}", flush=True)
+    precision = choose_precision(cfg.sft.bf16, model_device(session.model))  # what run_sft will use
+    print(f"[sft] precision: {precision.note('SFT')}", flush=True)
     log = out_dir / "sft_metrics.jsonl"
     log.unlink(missing_ok=True)
     hist = run_sft(session, dialogues, cfg.sft, seed=cfg.run.seed, log_path=log)
     ckpt = out_dir / "checkpoint"
-    precision = {"bf16": bf16, "setting": cfg.sft.bf16, "probe": cached_probe(device).to_dict()}
-    session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist), "precision": precision})
+    session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist), "precision": precision.to_dict()})
     summary = {"dialogues": len(dialogues), "steps": len(hist),
-               "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"], "precision": precision}
+               "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"], "precision": precision.to_dict()}
     return ckpt, summary
 
 
@@ -303,7 +299,7 @@ def cmd_sft(cfg, args) -> int:
 def cmd_pipeline(cfg, args) -> int:
     import dataclasses
 
-    from turncredit.evaluate import compare, format_comparison, format_table
+    from turncredit.evaluate import EXPERT_ROW, compare, format_comparison, format_table
     from turncredit.train.trainer import Trainer
 
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
@@ -472,28 +468,10 @@ def cmd_check(cfg, args) -> int:
     return 0
 
 
-def _one_evaluation(path: str) -> dict[str, Any]:
-    """The evaluated model's result in a `turncredit eval --out` file ({label: result}; the
-    expert's ceiling row, which `--expert` adds, is not a model)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"evaluation file not found: {p}")
-    try:
-        rows = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not valid JSON ({e.msg})") from None
-    models = {k: v for k, v in rows.items() if k != EXPERT_ROW and isinstance(v, dict) and "per_task_success" in v} \
-        if isinstance(rows, dict) else {}
-    if len(models) != 1:
-        raise ValueError(f"{p}: expected one model's evaluation with per_task_success (as written by "
-                         f"turncredit eval --out), found {len(models)}: {', '.join(models) or 'none'}")
-    return next(iter(models.values()))
-
-
 def cmd_compare(cfg, args) -> int:
-    from turncredit.evaluate import compare, format_comparison
+    from turncredit.evaluate import compare, format_comparison, read_model_evaluation
 
-    before, after = _one_evaluation(args.before), _one_evaluation(args.after)
+    before, after = read_model_evaluation(args.before), read_model_evaluation(args.after)
     c = compare(before, after)
     print(format_comparison(f"{Path(args.after).stem} − {Path(args.before).stem}", c, before["k"]))
     if args.out:

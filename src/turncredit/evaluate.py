@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from turncredit.envs.base import MultiTurnEnv, Task
@@ -81,6 +83,28 @@ def evaluate_player(
         ep.group_id = t.task_id
         eps.append(ep)
     return summarize(eps, 1), eps
+
+
+#: the label of the scripted expert's row in evaluation tables and files
+EXPERT_ROW = "expert (ceiling)"
+
+
+def read_model_evaluation(path: str | Path) -> dict[str, Any]:
+    """The evaluated model's result in a `turncredit eval --out` file ({label: result}; the
+    expert's ceiling row, which `--expert` adds, is not a model)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"evaluation file not found: {p}")
+    try:
+        rows = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON ({e.msg})") from None
+    models = {k: v for k, v in rows.items() if k != EXPERT_ROW and isinstance(v, dict) and "per_task_success" in v} \
+        if isinstance(rows, dict) else {}
+    if len(models) != 1:
+        raise ValueError(f"{p}: expected one model's evaluation with per_task_success (as written by "
+                         f"turncredit eval --out), found {len(models)}: {', '.join(models) or 'none'}")
+    return next(iter(models.values()))
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -98,7 +98,22 @@ def resolve_bf16(setting: bool | str, device: str | torch.device = "cpu") -> boo
     return cached_probe(device).native
 
 
-def describe_choice(what: str, on: bool, setting: bool | str, device: str | torch.device = "cpu") -> str:
-    """One line for the log: what precision `what` runs in and why."""
-    why = f"auto: {cached_probe(device).detail}" if setting == "auto" else f"set to {setting}"
-    return f"{what}: {'bf16' if on else 'fp32'} ({why})"
+@dataclass(frozen=True)
+class Precision:
+    """What a stage runs in, from its setting and this device: one object that a stage uses,
+    prints (`note`) and records (`to_dict`)."""
+
+    bf16: bool
+    setting: bool | str
+    probe: Bf16Probe
+
+    def note(self, what: str) -> str:
+        why = f"auto: {self.probe.detail}" if self.setting == "auto" else f"set to {self.setting}"
+        return f"{what}: {'bf16' if self.bf16 else 'fp32'} ({why})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bf16": self.bf16, "setting": self.setting, "probe": self.probe.to_dict()}
+
+
+def choose_precision(setting: bool | str, device: str | torch.device = "cpu") -> Precision:
+    return Precision(resolve_bf16(setting, device), setting, cached_probe(device))

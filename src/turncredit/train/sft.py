@@ -19,7 +19,7 @@ import torch
 from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
-from turncredit.precision import resolve_bf16
+from turncredit.precision import choose_precision
 from turncredit.train.forward import (
     TokenBatch, action_logprobs, autocast, enable_activation_checkpointing, model_device, pack,
 )
@@ -95,7 +95,7 @@ def run_sft(
     params = [p for p in session.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(seed)
-    bf16 = resolve_bf16(cfg.bf16, model_device(session.model))
+    bf16 = choose_precision(cfg.bf16, model_device(session.model)).bf16
     history: list[dict[str, Any]] = []
     session.model.train()
     step = 0

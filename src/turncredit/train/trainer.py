@@ -31,7 +31,7 @@ from turncredit.loggers import make_loggers
 from turncredit.progress import Progress
 from turncredit.rollout import RolloutStats, SamplingParams, run_episodes
 from turncredit.policy.session import PolicySession
-from turncredit.precision import cached_probe, describe_choice, resolve_bf16
+from turncredit.precision import choose_precision
 from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
@@ -112,16 +112,16 @@ class Trainer:
         self.dist = PARALLEL.get(cfg.train.parallel)()  # the ranks of an `accelerate launch`, or this process alone
         resume_from = self._resume_point() if resume else self._fresh_start(overwrite)
         self.session = session or PolicySession.from_config(cfg)
-        device = model_device(self.session.model)
-        self.bf16 = resolve_bf16(cfg.train.bf16, device)
+        precision = choose_precision(cfg.train.bf16, model_device(self.session.model))
+        self.bf16 = precision.bf16
         #: what the "auto" settings became on this machine, and why (config.yaml, metrics, log)
-        self.precision = {"bf16_update": self.bf16, "sampler_dtype": self.session.sampler_dtype,
-                          "probe": cached_probe(device).to_dict()}
-        self.precision_note = (f"precision: {describe_choice('update', self.bf16, cfg.train.bf16, device)}; "
-                               f"sampling from {'a bf16 copy' if self.session.sampler_dtype == 'bfloat16' else 'the trained weights'}")
+        sampler = self.session.sampler_dtype
+        self.precision_note = (f"precision: {precision.note('update')}; "
+                               f"sampling from {'a bf16 copy' if sampler == 'bfloat16' else 'the trained weights'}")
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            save_config(cfg, self.run_dir / "config.yaml", resolved=self.precision)
+            save_config(cfg, self.run_dir / "config.yaml",
+                        resolved={"bf16_update": self.bf16, "sampler_dtype": sampler, "probe": precision.probe.to_dict()})
         self.env = env_from_config(cfg)
         check_applicable(cfg, self.env)
         self.model = self.session.model

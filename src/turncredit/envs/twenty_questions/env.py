@@ -10,7 +10,6 @@ if more than one turn was played).
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question
 from turncredit.faults import CallFailed, FaultInjector, FaultOptions, call_with_retries
-from turncredit.envs.twenty_questions.wordnet import irregular_plurals
+from turncredit.envs.twenty_questions.mentions import mentions, plural_forms  # noqa: F401 (re-exported)
 from turncredit.envs.twenty_questions.words import (
     SPLITS,
     SecretWord,
@@ -76,30 +75,6 @@ class TwentyQuestionsState:
     turns: int = 0
     done: bool = False
     success: bool = False
-
-
-def plural_forms(word: str) -> set[str]:
-    """The word and its regular and irregular plurals (lowercase)."""
-    w = word.lower()
-    forms = {w, w + "s"}
-    if re.search(r"(s|x|z|ch|sh|o)$", w):
-        forms.add(w + "es")
-    if re.search(r"[^aeiou]y$", w):
-        forms.add(w[:-1] + "ies")
-    if w.endswith("f"):
-        forms.add(w[:-1] + "ves")
-    if w.endswith("fe"):
-        forms.add(w[:-2] + "ves")
-    forms |= irregular_plurals().get(w.replace(" ", "_"), frozenset())
-    return {f.replace("_", " ") for f in forms}
-
-
-def mentions(question: str, word: str) -> bool:
-    """A whole-word, case-insensitive mention of `word` or its plural."""
-    text = " ".join(re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", question.lower()))
-    return any(
-        re.search(rf"(?<![a-z0-9'-]){re.escape(f)}(?![a-z0-9'-])", text) for f in plural_forms(word)
-    )
 
 
 def word_task(w: SecretWord, split: str) -> Task:

@@ -14,14 +14,17 @@ import re
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from turncredit.envs.base import Task
-from turncredit.envs.twenty_questions.env import TwentyQuestionsEnv, mentions
+from turncredit.envs.twenty_questions.mentions import mentions
 from turncredit.envs.twenty_questions.oracle import WordNetOracle
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord
 from turncredit.episode import Episode, Turn, write_episodes
+
+if TYPE_CHECKING:  # the env builds its expert lazily; only the annotation names it
+    from turncredit.envs.twenty_questions.env import TwentyQuestionsEnv
 
 #: WordNet's top-level abstractions: valid keys, but no person would ask about them
 STOP_KEYS = frozenset({

@@ -103,3 +103,22 @@ def test_belief_on_an_environment_without_a_secret_is_a_config_error(tmp_path, t
     cfg = load_config("configs/qa-grpo.yaml", ["algo.reward_shaper=belief", "algo.shaper_options={}"])
     with pytest.raises(ConfigError, match="'belief' needs tasks with 'secret'"):
         Trainer(cfg, tmp_path / "x", session=PolicySession.from_model(tiny_policy, smol_tokenizer))
+
+
+def test_exact_belief_shaper_pays_the_environments_gain_but_not_the_winning_turn():
+    from turncredit.episode import Episode, Turn
+    from turncredit.rewards import SHAPERS
+
+    def episode(gains, won):
+        turns = [Turn([], [], [], "q?", reward=r, belief_gain=g) for g, r in zip(gains, [0.0, -1.0, 1.5])]
+        return Episode({"secret": "dog"}, "g", [], turns, success=won)
+
+    lost, won = episode([0.5, 0.0, 1.2], False), episode([0.5, 0.0, 1.2], True)
+    SHAPERS.get("exact_belief")([lost, won], 1, lam=2.0)
+    assert [t.info["belief_reward"] for t in lost.turns] == pytest.approx([1.0, 0.0, 2.4])
+    assert [t.info["belief_reward"] for t in won.turns] == pytest.approx([1.0, 0.0, 0.0])
+    assert lost.step_rewards == pytest.approx([1.0, -1.0, 3.9])  # env reward + bonus
+    SHAPERS.get("exact_belief")([lost], 2, lam=2.0)  # shaping again starts from the env reward
+    assert lost.step_rewards == pytest.approx([1.0, -1.0, 3.9])
+    with pytest.raises(ValueError, match="exact_belief: true"):
+        SHAPERS.get("exact_belief")([episode([0.5, None, 1.2], False)], 1)

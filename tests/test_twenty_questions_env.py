@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import subprocess
 import sys
@@ -240,6 +241,47 @@ def test_candidate_mode_lists_the_secret_and_is_deterministic() -> None:
 def test_open_game_has_no_candidates(env: TwentyQuestionsEnv) -> None:
     messages, state = env.reset(env.tasks("test")[0], random.Random(0))
     assert state.candidates == [] and "one of these" not in messages[1]["content"]
+    assert env.step(state, "Is it a kind of animal?").belief_gain is None  # no exact posterior
+
+
+def test_exact_belief_gain_is_the_log_ratio_of_consistent_listed_words() -> None:
+    e = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8))
+    task = e.tasks("test")[0]
+    _, st = e.reset(task, random.Random(0))
+    wrong = next(c.word for c in st.candidates if c.word != task.task_id)
+    is_animal = {c.word: e.oracle.answer("Is it a kind of animal?", c).label for c in st.candidates}
+    same_as_secret = sum(is_animal[w] == is_animal[task.task_id] for w in is_animal if w != wrong)
+    steps = [
+        ("Is it a tomb?", 8),                          # a word not in the list rules nothing out
+        (f"Is it a {wrong}?", 7),                      # a listed word answered No: 8 → 7
+        (f"Is it a {wrong}?", 7),                      # Repeated: tells nothing
+        ("Is it a kind of animal?", same_as_secret),   # a category keeps those answered alike
+    ]
+    before = 8
+    for question, left in steps:
+        r = e.step(st, question)
+        after = len(st.consistent)
+        assert after == left
+        assert r.belief_gain == pytest.approx(math.log(before / after))
+        assert any(c.word == task.task_id for c in st.consistent)  # the secret is never ruled out
+        before = after
+    r = e.step(st, f"Is it a {task.task_id}?")
+    assert r.info["label"] == "Finished" and r.belief_gain == pytest.approx(math.log(before))
+    off = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8, exact_belief=False))
+    _, st = off.reset(task, random.Random(0))
+    assert off.step(st, "Is it a kind of animal?").belief_gain is None
+
+
+def test_the_expert_wins_with_exactly_the_whole_prior_entropy_of_belief_gain() -> None:
+    e = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8))
+    play = e.expert()
+    for i, task in enumerate(e.tasks("test")[:10]):
+        ep = play(e, task, random.Random(i))
+        assert ep.success
+        assert sum(t.belief_gain for t in ep.turns) == pytest.approx(math.log(8))  # from 1/8 to certainty
+    eps = [play(e, task, random.Random(0)) for task in e.tasks("test")[:3]]
+    assert e.summarize(eps) == {"belief_gained": pytest.approx(math.log(8))}
+    assert TwentyQuestionsEnv(TwentyQuestionsOptions()).summarize(eps[:0]) == {}
 
 
 # -- word lists --------------------------------------------------------------------------------

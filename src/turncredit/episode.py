@@ -31,6 +31,8 @@ class Turn:
     #: the observation without end-of-game text that reveals the answer (`StepResult.answer`);
     #: None when the observation is all answer
     answer: str | None = None
+    #: the environment's exact rise in log posterior of the answer this turn (`StepResult.belief_gain`)
+    belief_gain: float | None = None
 
     @property
     def num_action_tokens(self) -> int:

@@ -118,6 +118,7 @@ def _advance(env, bridge, ep, gen: Generation, text: str, res: StepResult | EnvF
     ep.turns.append(Turn(
         prompt_ids=pending[i], action_ids=gen.ids, sampler_logprobs=gen.logprobs,
         action_text=text, observation=res.reply, reward=res.reward, info=info, answer=res.answer,
+        belief_gain=res.belief_gain,
     ))
     stats.tokens_generated += len(gen.ids)
     stats.turns += 1

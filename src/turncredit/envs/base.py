@@ -40,6 +40,10 @@ class StepResult:
     #: 20 Questions game's "Game over. The answer was X."); None when the reply is all answer.
     #: A belief about the secret must never be scored on the reveal (ΔBelief)
     answer: str | None = None
+    #: how much this turn's reply raised the exact log posterior of what the policy has to find
+    #: out (nats), where the environment can compute one: in 20 Questions with listed candidates,
+    #: log(consistent words before / consistent words after). None where it cannot
+    belief_gain: float | None = None
 
 
 class MultiTurnEnv(ABC):

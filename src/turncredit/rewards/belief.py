@@ -83,7 +83,12 @@ def log_beliefs(model: torch.nn.Module, tokenizer: Any, bridge: Any, episodes: S
 
 def belief_bonus(log_b: Sequence[float], won: bool, lam: float) -> list[float]:
     """λ·max(log b_t − log b_{t−1}, 0) per turn; the winning (last) turn gets 0."""
-    bonus = [lam * max(log_b[t + 1] - log_b[t], 0.0) for t in range(len(log_b) - 1)]
+    return gain_bonus([log_b[t + 1] - log_b[t] for t in range(len(log_b) - 1)], won, lam)
+
+
+def gain_bonus(gains: Sequence[float], won: bool, lam: float) -> list[float]:
+    """λ·max(Δ log b_t, 0) per turn from the belief gains; the winning (last) turn gets 0."""
+    bonus = [lam * max(g, 0.0) for g in gains]
     if won and bonus:
         bonus[-1] = 0.0
     return bonus

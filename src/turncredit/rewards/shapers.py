@@ -65,6 +65,27 @@ def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: f
     add_step_bonus(live, [belief_bonus(b, ep.success, lam) for ep, b in zip(live, beliefs)], "belief_reward")
 
 
+@SHAPERS.register("exact_belief")
+def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 1.0) -> None:
+    """ΔBelief with the environment's exact posterior instead of the policy's estimate:
+    bonus_t = λ·max(Δ log b_t, 0), Δ log b_t = `Turn.belief_gain` (20 Questions with listed
+    candidates: log(|C_{t−1}| / |C_t|) over the listed words consistent with the answers); the
+    winning turn gets 0, as in CIA (`belief_bonus`). No forward passes: the environment
+    computes it while it answers. Aborted episodes are not shaped."""
+    from turncredit.rewards.belief import gain_bonus
+
+    live = [ep for ep in episodes if not ep.aborted and ep.turns]
+    for ep in live:
+        if any(t.belief_gain is None for t in ep.turns):
+            raise ValueError(
+                f"reward shaper 'exact_belief': episode {ep.group_id!r} has turns without an exact belief "
+                "gain; the environment must compute one (twenty_questions: env.options.num_candidates > 0 "
+                "and env.options.exact_belief: true)"
+            )
+    bonus = [gain_bonus([float(t.belief_gain) for t in ep.turns], ep.success, lam) for ep in live]  # type: ignore[arg-type]
+    add_step_bonus(live, bonus, "belief_reward")
+
+
 # what a shaper needs beyond the episodes: the policy (passed as `policy=`) and task fields
 belief_shaper.needs_policy = True  # type: ignore[attr-defined]
 belief_shaper.requires_task = ("secret",)  # type: ignore[attr-defined]

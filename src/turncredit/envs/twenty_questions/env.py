@@ -9,11 +9,12 @@ if more than one turn was played).
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question
@@ -61,6 +62,10 @@ class TwentyQuestionsOptions:
     min_chars: int = 2
     max_chars: int = 500
     end_on_invalid: bool = False
+    #: with listed candidates, keep the words still consistent with the answers and report each
+    #: turn's exact belief gain (`StepResult.belief_gain`): one oracle answer per consistent word
+    #: per question, free with WordNet; turn it off with a paid LLM judge
+    exact_belief: bool = True
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
 
@@ -69,6 +74,7 @@ class TwentyQuestionsState:
     secret: SecretWord
     split: str
     candidates: list[SecretWord] = field(default_factory=list)  # empty in the open game
+    consistent: list[SecretWord] = field(default_factory=list)  # listed words the answers allow
     asked: set[str] = field(default_factory=set)  # normalised questions answered Yes/No
     asked_keys: set[str] = field(default_factory=set)  # their parsed categories
     history: list[tuple[str, str]] = field(default_factory=list)  # (question, oracle reply) so far
@@ -112,6 +118,13 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         self.injector = FaultInjector(faults) if faults.rate > 0 else None
         self.oracle_counts: Counter[str] = Counter()
         self._words: dict[str, list[SecretWord]] = {}
+
+    def summarize(self, episodes: Sequence[Any]) -> dict[str, float]:
+        """`belief_gained`: nats of exact belief a game gathers (Σ_t `Turn.belief_gain`; log N is
+        everything there is to learn about N listed words), over the games that have it."""
+        gained = [sum(t.belief_gain for t in ep.turns) for ep in episodes
+                  if ep.turns and all(t.belief_gain is not None for t in ep.turns)]
+        return {"belief_gained": math.fsum(gained) / len(gained)} if gained else {}
 
     def counters(self) -> dict[str, int]:
         out = {"oracle_retries": self.oracle_counts["retries"], "oracle_gave_up": self.oracle_counts["gave_up"]}
@@ -178,6 +191,7 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             picked = rng.sample(pool, min(self.options.num_candidates - 1, len(pool))) + [secret]
             rng.shuffle(picked)
             state.candidates = picked
+            state.consistent = list(picked)
             words = ", ".join(w.word for w in picked)
             listing = f" It is one of these {len(picked)} words: {words}."
         user = (
@@ -207,6 +221,7 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         won = label == "Finished"
         done = won or state.turns >= o.max_turns or (o.end_on_invalid and label == "Invalid")
         info: dict[str, Any] = {"label": label, "category": key}
+        gain = self._belief_gain(state, action_text if isinstance(action_text, str) else "", label)
         answer = None
         if done:
             outcome = o.win_reward if won else 0.0
@@ -218,7 +233,34 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             reward += outcome
             info["outcome_reward"] = outcome  # the end-of-game part (turn_grpo can spread it over turns)
         state.done, state.success = done, won
-        return StepResult(reply=reply, reward=reward, done=done, success=won, info=info, answer=answer)
+        return StepResult(reply=reply, reward=reward, done=done, success=won, info=info, answer=answer,
+                          belief_gain=gain)
+
+    def _belief_gain(self, state: TwentyQuestionsState, question: str, label: str) -> float | None:
+        """log(|C_before| / |C_after|) over the listed words C consistent with every answer so far.
+
+        With a uniform prior over the listed words and a deterministic oracle, the exact
+        posterior of the secret is 1/|C|, so this is the exact Δ log b of the ΔBelief method.
+        A word stays in C when the oracle would have given it the same label (a mention of it
+        would have been "Finished"); Invalid and Repeated answers tell nothing. None in the
+        open game or with `exact_belief` off.
+        """
+        if not (self.options.exact_belief and state.consistent):
+            return None
+        before = len(state.consistent)
+        if label == "Finished":
+            state.consistent = [state.secret]
+        elif label in ("Yes", "No"):
+            earlier = state.history[:-1]
+            state.consistent = [
+                c for c in state.consistent
+                if c.word == state.secret.word or self._label_for(question, c, earlier) == label
+            ]
+        return math.log(before / len(state.consistent))
+
+    def _label_for(self, question: str, word: SecretWord, history: list[tuple[str, str]]) -> str:
+        """The label `question` would get if `word` were the secret."""
+        return "Finished" if mentions(question, word.word) else self.oracle.answer(question, word, history).label
 
     def _judge(self, state: TwentyQuestionsState, action_text: str) -> tuple[str, str | None, str]:
         """(label, parsed category, reply text) for one question."""

@@ -190,6 +190,7 @@ class ExpertQuestioner:
                     reward=result.reward,
                     info=dict(result.info),
                     answer=result.answer,
+                    belief_gain=result.belief_gain,
                 )
             )
             label, key = result.info.get("label", ""), result.info.get("category")

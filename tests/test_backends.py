@@ -3,7 +3,7 @@
 import torch
 
 from turncredit.chat import ChatBridge
-from turncredit.policy.backends import KVCacheBackend, RecomputeBackend, SamplingParams, sample_next
+from turncredit.policy.backends import KVCacheBackend, RecomputeBackend, SamplingParams, _cache_kwarg, _Rows, sample_next
 
 MSGS = [[{"role": "system", "content": "You play a game."},
          {"role": "user", "content": "Ask a question" + "!" * i}] for i in range(4)]
@@ -69,3 +69,52 @@ def test_temperature_scales_logits():
     # softmax([1, 0]) = [e/(e+1), 1/(e+1)]
     import math
     assert min(abs(lp.item() - math.log(math.e / (math.e + 1))), abs(lp.item() - math.log(1 / (math.e + 1)))) < 1e-6
+
+
+class StopsAtPosition(torch.nn.Module):
+    """The tiny model, but the end-of-turn token wins once a row's position reaches `stop`:
+    rows with prompts of different lengths end their actions at different steps."""
+
+    def __init__(self, model, eot, stop):
+        super().__init__()
+        self.model, self.eot, self.stop = model, eot, stop
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, **kw):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         **{_cache_kwarg(self.model): cache}, **kw)
+        last = position_ids[:, -1] if position_ids is not None else torch.full((len(input_ids),), input_ids.shape[1] - 1)
+        out.logits[:, -1, self.eot] += 1e4 * (last >= self.stop)
+        return out
+
+
+def test_rows_that_finish_their_action_leave_the_decode_batch_without_changing_anything(tiny_policy, smol_tokenizer,
+                                                                                        monkeypatch):
+    """Split-off decoding (nested, then written back) samples the same actions with the same
+    log-probs, in this turn and the next, as decoding the whole batch."""
+    bridge = ChatBridge(smol_tokenizer)
+    msgs = [[{"role": "user", "content": "Ask" + " a" * (3 * i)}] for i in range(6)]
+    ctx = [bridge.opening_ids(m) for m in msgs]
+    eot = bridge.end_of_turn_id
+    model = StopsAtPosition(tiny_policy, eot, stop=min(map(len, ctx)) + 10)  # rows end 10, 7, 4, 1, 0, 0 steps in
+    p = SamplingParams(max_new_tokens=12)
+
+    sizes = []
+    split_off = _Rows.split_off
+    monkeypatch.setattr(_Rows, "split_off", lambda self, index: sizes.append(len(index)) or split_off(self, index))
+
+    def run(ratio):
+        backend = KVCacheBackend(model, eot, smol_tokenizer.pad_token_id)
+        backend.compact_ratio, backend.compact_min_rows = ratio, 2
+        state = backend.start(len(ctx), seed=0)
+        first = state.generate(range(len(ctx)), ctx, p)
+        replies = [bridge.reply_ids("No." * (r + 1), first[r].ids[-1] == eot) for r in range(len(ctx))]
+        return first, state.generate(range(len(ctx)), replies, p)
+
+    whole = run(0)
+    assert sizes == []
+    split = run(1.2)  # 1.2: split off as soon as one row in six is done
+    assert sizes[:3] == [4, 3, 2]  # nested: rows 4 and 5 end at once, then 3, 2, 1 one by one
+    assert len({len(g.ids) for g in whole[0]}) >= 3  # rows do end at several different steps
+    for a, b in zip(whole[0] + whole[1], split[0] + split[1]):
+        assert a.ids == b.ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 
@@ -92,7 +92,18 @@ class KVCacheBackend:
     Rows of different lengths share the cache's sequence axis: each turn's new tokens are
     left-padded to a common width, so padding sits as masked "holes" inside a row, and every
     token gets its true position id, so the logits equal those of the unpadded sequence.
+
+    Within a turn, once at most `1 / compact_ratio` of the decoding rows are still writing their
+    action, those rows go on in a smaller batch of their own (their cache rows copied out,
+    unused columns dropped) and their new columns are written back when the turn ends: a row
+    that has finished its action stops costing a forward row per token. At T = 1 a few long
+    actions otherwise keep the whole batch decoding for most of the turn.
     """
+
+    #: decode alone once the rows still generating are at most 1/compact_ratio of the batch (0 = never)
+    compact_ratio = 2
+    #: never split off a batch smaller than this parent (copying the cache would cost more)
+    compact_min_rows = 4
 
     def __init__(self, model: torch.nn.Module, end_of_turn_id: int, pad_token_id: int) -> None:
         self.model = model
@@ -104,28 +115,66 @@ class KVCacheBackend:
         return _KVState(self, n_rows, seed)
 
 
+@dataclass
+class _Rows:
+    """Rows that go through the model together: their KV cache, attention mask and next positions."""
+
+    cache: Any
+    mask: torch.Tensor  # (rows, columns): 1 where a cache column holds one of the row's tokens
+    next_pos: torch.Tensor  # (rows,): the position id of each row's next token
+
+    def forward(self, backend: KVCacheBackend, ids: torch.Tensor, new_mask: torch.Tensor) -> torch.Tensor:
+        """Append `ids` (masked by `new_mask`) to every row; the last column's logits."""
+        pos = self.next_pos[:, None] + new_mask.cumsum(-1) - 1
+        pos = pos.clamp(min=0) * new_mask
+        self.mask = torch.cat([self.mask, new_mask], dim=1)
+        out = backend.model(input_ids=ids, attention_mask=self.mask, position_ids=pos,
+                            use_cache=True, logits_to_keep=1, **{backend.cache_kwarg: self.cache})
+        self.cache = getattr(out, backend.cache_kwarg)
+        self.next_pos = self.next_pos + new_mask.sum(-1)
+        return out.logits[:, -1]
+
+    def split_off(self, index: torch.Tensor) -> "_Rows":
+        """A new batch of the rows at `index`, their cache copied without the columns none of them uses."""
+        mask = self.mask[index]
+        cols = mask.any(dim=0).nonzero().squeeze(-1)
+        cache = growing_cache()
+        for i, layer in enumerate(self.cache.layers):
+            cache.update(layer.keys[index][:, :, cols], layer.values[index][:, :, cols], i)
+        return _Rows(cache, mask[:, cols], self.next_pos[index].clone())
+
+    def take_back(self, child: "_Rows", index: torch.Tensor, born_with: int) -> None:
+        """Append the columns `child` (split off at `index` with `born_with` columns) wrote since;
+        the other rows get holes there."""
+        m = child.mask.shape[1] - born_with
+        if m <= 0:
+            return
+        n = self.mask.shape[0]
+        for i, (layer, small) in enumerate(zip(self.cache.layers, child.cache.layers)):
+            k = small.keys.new_zeros((n, *small.keys.shape[1:2], m, small.keys.shape[-1]))
+            v = small.values.new_zeros((n, *small.values.shape[1:2], m, small.values.shape[-1]))
+            k[index], v[index] = small.keys[:, :, -m:], small.values[:, :, -m:]
+            layer.update(k, v)
+        new_mask = self.mask.new_zeros((n, m))
+        new_mask[index] = child.mask[:, -m:]
+        self.mask = torch.cat([self.mask, new_mask], dim=1)
+        self.next_pos[index] = child.next_pos
+
+
 class _KVState:
     def __init__(self, backend: KVCacheBackend, n_rows: int, seed: int) -> None:
         self.b = backend
         self.slot = {r: r for r in range(n_rows)}  # row id → index in the batch tensors
-        self.cache = growing_cache()
         self.device = next(backend.model.parameters()).device
-        self.mask = torch.zeros((n_rows, 0), dtype=torch.long, device=self.device)
-        self.next_pos = torch.zeros(n_rows, dtype=torch.long, device=self.device)
+        self.rows = _Rows(growing_cache(), torch.zeros((n_rows, 0), dtype=torch.long, device=self.device),
+                          torch.zeros(n_rows, dtype=torch.long, device=self.device))
         self.unfed: dict[int, list[int]] = {r: [] for r in range(n_rows)}  # sampled, not yet in cache
         self.gen = torch.Generator(device=self.device).manual_seed(seed)
         self.tokens_prefilled = 0
 
-    def _forward(self, ids: torch.Tensor, new_mask: torch.Tensor) -> torch.Tensor:
-        ids, new_mask = ids.to(self.device), new_mask.to(self.device)
-        pos = self.next_pos[:, None] + new_mask.cumsum(-1) - 1
-        pos = pos.clamp(min=0) * new_mask
-        self.mask = torch.cat([self.mask, new_mask], dim=1)
-        out = self.b.model(input_ids=ids, attention_mask=self.mask, position_ids=pos,
-                           use_cache=True, logits_to_keep=1, **{self.b.cache_kwarg: self.cache})
-        self.cache = getattr(out, self.b.cache_kwarg)
-        self.next_pos += new_mask.sum(-1)
-        return out.logits[:, -1]
+    @property
+    def mask(self) -> torch.Tensor:
+        return self.rows.mask
 
     @torch.no_grad()
     def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
@@ -144,7 +193,7 @@ class _KVState:
         with the very same prompt: only the first turn can share, while the cache is empty.
         """
         n = len(self.slot)
-        if len(seqs) != n or n < 2 or self.mask.shape[1]:
+        if len(seqs) != n or n < 2 or self.rows.mask.shape[1]:
             return seqs
         shared = 0
         for column in zip(*seqs):
@@ -155,10 +204,11 @@ class _KVState:
         if shared < 2:
             return seqs
         prefix = torch.tensor([seqs[0][:shared]], device=self.device)
-        self.b.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.b.cache_kwarg: self.cache})
-        self.cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
-        self.mask = torch.ones((n, shared), dtype=torch.long, device=self.device)
-        self.next_pos += shared
+        cache = self.rows.cache
+        self.b.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.b.cache_kwarg: cache})
+        cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
+        self.rows.mask = torch.ones((n, shared), dtype=torch.long, device=self.device)
+        self.rows.next_pos = self.rows.next_pos + shared
         self.tokens_prefilled += shared
         return [s[shared:] for s in seqs]
 
@@ -176,29 +226,44 @@ class _KVState:
             ids[s, width - len(seq):] = torch.tensor(seq)
             new_mask[s, width - len(seq):] = 1
         self.tokens_prefilled += sum(len(seq) for seq in seqs)
-        logits = self._forward(ids, new_mask)
+        logits = self.rows.forward(self.b, ids.to(self.device), new_mask.to(self.device))
 
-        active = torch.zeros(n, dtype=torch.bool, device=self.device)
-        idx = torch.tensor([self.slot[r] for r in rows], device=self.device)
-        active[idx] = True
-        out_ids: list[list[int]] = [[] for _ in range(n)]
-        out_lp: list[list[float]] = [[] for _ in range(n)]
+        batch = self.rows
+        splits: list[tuple[_Rows, torch.Tensor, int]] = []  # (parent, rows split off, columns they began with)
+        where = {s: s for s in range(n)}  # slot → row of `batch`
+        live = [self.slot[r] for r in rows]  # slots still writing their action
+        out_ids: dict[int, list[int]] = {s: [] for s in live}
+        out_lp: dict[int, list[float]] = {s: [] for s in live}
         for step in range(params.max_new_tokens):
-            tok, lp = sample_next(logits[idx], params, self.gen)
-            still = []
-            for s, t, l in zip(idx.tolist(), tok.tolist(), lp.tolist()):
+            at = torch.tensor([where[s] for s in live], device=self.device)
+            tok, lp = sample_next(logits[at], params, self.gen)
+            nxt = {}
+            for s, t, l in zip(live, tok.tolist(), lp.tolist()):
                 out_ids[s].append(t)
                 out_lp[s].append(l)
-                if t == self.b.eot:
-                    active[s] = False
-                else:
-                    still.append(s)
-            if not still or step == params.max_new_tokens - 1:
+                if t != self.b.eot:
+                    nxt[s] = t
+            if not nxt or step == params.max_new_tokens - 1:
                 break
-            feed = torch.full((n, 1), self.b.pad, dtype=torch.long, device=self.device)
-            feed[idx, 0] = tok
-            logits = self._forward(feed, active.long()[:, None])
-            idx = torch.tensor(still, device=self.device)
+            live = list(nxt)
+            size = batch.mask.shape[0]
+            ratio, least = self.b.compact_ratio, self.b.compact_min_rows
+            if ratio and size >= least and len(live) * ratio <= size:
+                index = torch.tensor([where[s] for s in live], device=self.device)
+                child = batch.split_off(index)
+                splits.append((batch, index, child.mask.shape[1]))
+                batch = child
+                where = {s: i for i, s in enumerate(live)}
+                size = len(live)
+            feed = torch.full((size, 1), self.b.pad, dtype=torch.long, device=self.device)
+            active = torch.zeros((size, 1), dtype=torch.long, device=self.device)
+            for s, t in nxt.items():
+                feed[where[s], 0] = t
+                active[where[s], 0] = 1
+            logits = batch.forward(self.b, feed, active)
+        for parent, index, columns in reversed(splits):
+            parent.take_back(batch, index, columns)
+            batch = parent
         # each action's last token was sampled but not fed: it goes in with the next turn
         for r in rows:
             self.unfed[r] = out_ids[self.slot[r]][-1:]
@@ -213,16 +278,17 @@ class _KVState:
         keep_old = sorted(self.slot.values())
         self.slot = {r: keep_old.index(s) for r, s in self.slot.items()}
         keep = torch.tensor(keep_old, dtype=torch.long, device=self.device)
+        b = self.rows
         if len(keep):
-            self.cache.batch_select_indices(keep)
-        self.mask = self.mask[keep]
-        self.next_pos = self.next_pos[keep]
+            b.cache.batch_select_indices(keep)
+        b.mask = b.mask[keep]
+        b.next_pos = b.next_pos[keep]
         # drop sequence columns no remaining row uses
-        used = self.mask.any(dim=0)
+        used = b.mask.any(dim=0)
         if len(keep) and not bool(used.all()):
             cols = used.nonzero().squeeze(-1)
-            self.mask = self.mask[:, cols]
-            keep_columns(self.cache, cols)
+            b.mask = b.mask[:, cols]
+            keep_columns(b.cache, cols)
 
 
 def _cache_kwarg(model: torch.nn.Module) -> str:

@@ -120,5 +120,8 @@ def test_exact_belief_shaper_pays_the_environments_gain_but_not_the_winning_turn
     assert lost.step_rewards == pytest.approx([1.0, -1.0, 3.9])  # env reward + bonus
     SHAPERS.get("exact_belief")([lost], 2, lam=2.0)  # shaping again starts from the env reward
     assert lost.step_rewards == pytest.approx([1.0, -1.0, 3.9])
+    idle = episode([0.5, 0.0, 0.0], True)  # the middle turn learnt nothing; the last one won
+    SHAPERS.get("exact_belief")([idle], 1, lam=2.0, idle_cost=0.5)
+    assert [t.info["belief_reward"] for t in idle.turns] == pytest.approx([1.0, -0.5, 0.0])
     with pytest.raises(ValueError, match="exact_belief: true"):
         SHAPERS.get("exact_belief")([episode([0.5, None, 1.2], False)], 1)

@@ -66,12 +66,18 @@ def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: f
 
 
 @SHAPERS.register("exact_belief")
-def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 1.0) -> None:
+def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 1.0, idle_cost: float = 0.0) -> None:
     """ΔBelief with the environment's exact posterior instead of the policy's estimate:
-    bonus_t = λ·max(Δ log b_t, 0), Δ log b_t = `Turn.belief_gain` (20 Questions with listed
-    candidates: log(|C_{t−1}| / |C_t|) over the listed words consistent with the answers); the
-    winning turn gets 0, as in CIA (`belief_bonus`). No forward passes: the environment
-    computes it while it answers. Aborted episodes are not shaped."""
+
+        bonus_t = λ·max(Δ log b_t, 0) − c·[Δ log b_t = 0 and turn t does not win]
+
+    Δ log b_t = `Turn.belief_gain` (20 Questions with listed candidates: log(|C_{t−1}| / |C_t|)
+    over the listed words consistent with the answers); the winning turn gets 0, as in CIA
+    (`belief_bonus`). A turn that gains nothing asked a question whose answer the earlier
+    answers already determined (a guess outside the list or of a word ruled out, a category
+    none of the remaining words differ on, a repeat): `idle_cost` c charges it, as the game's
+    repeat penalty charges a literal repeat. No forward passes: the environment computes the
+    gains while it answers. Aborted episodes are not shaped."""
     from turncredit.rewards.belief import gain_bonus
 
     live = [ep for ep in episodes if not ep.aborted and ep.turns]
@@ -82,7 +88,12 @@ def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 
                 "gain; the environment must compute one (twenty_questions: env.options.num_candidates > 0 "
                 "and env.options.exact_belief: true)"
             )
-    bonus = [gain_bonus([float(t.belief_gain) for t in ep.turns], ep.success, lam) for ep in live]  # type: ignore[arg-type]
+    bonus = []
+    for ep in live:
+        gains = [float(t.belief_gain) for t in ep.turns]  # type: ignore[arg-type]
+        row = gain_bonus(gains, ep.success, lam)
+        idle = [g <= 0.0 and not (ep.success and t == len(gains) - 1) for t, g in enumerate(gains)]
+        bonus.append([b - idle_cost * i for b, i in zip(row, idle)])
     add_step_bonus(live, bonus, "belief_reward")
 
 

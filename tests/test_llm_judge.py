@@ -142,7 +142,7 @@ class WordNetJudgeHandler(JSONHandler):
 
 def test_the_starpo_4b_eval_recipe_path_with_a_local_model_and_a_served_judge(tiny_policy, smol_tokenizer):
     """configs/20q-starpo-4b-eval.yaml with the hub model swapped for the tiny one, the judge on loopback."""
-    from turncredit.cli import _evaluate, _evaluate_expert
+    from turncredit.workflows import evaluate_expert, evaluate_model
     from turncredit.config import load_config
     from turncredit.policy.session import PolicySession
 
@@ -152,9 +152,9 @@ def test_the_starpo_4b_eval_recipe_path_with_a_local_model_and_a_served_judge(ti
             f"env.options.oracle_options.client_options.base_url={base}/v1", "rollout.backend=kv",
             "rollout.backend_options={}", "eval.num_tasks=3", "eval.k=2", "eval.max_new_tokens=4"])
         assert (cfg.eval.k, cfg.env.options["max_turns"], cfg.env.options["num_candidates"]) == (2, 20, 0)
-        res, eps = _evaluate(cfg, "tiny", PolicySession.from_model(tiny_policy, smol_tokenizer))
+        res, eps = evaluate_model(cfg, "tiny", PolicySession.from_model(tiny_policy, smol_tokenizer))
         assert len(eps) == 6 and res["mean_at_k"] == 0.0  # the random model asks nothing valid
-        expert = _evaluate_expert(cfg)  # the scripted questioner, answered through the served judge
+        expert = evaluate_expert(cfg)  # the scripted questioner, answered through the served judge
     assert expert["mean_at_k"] == 1.0
     body = WordNetJudgeHandler.seen[0]
     assert body["model"] == "Qwen/Qwen3-14B" and body["temperature"] == 0.0

@@ -322,7 +322,7 @@ def test_a_spader_training_step_shapes_rewards_and_logs_answer_metrics(tmp_path,
 
 def test_the_eval_recipe_path_runs_a_local_model_against_a_retrieve_server(server, tmp_path, tiny_policy, smol_tokenizer):
     """configs/qa-spader-qwen3-8b-eval.yaml with the hub model swapped for the tiny local one."""
-    from turncredit.cli import _evaluate
+    from turncredit.workflows import evaluate_model
     from turncredit.config import load_config
     from turncredit.policy.session import PolicySession
 
@@ -335,16 +335,16 @@ def test_the_eval_recipe_path_runs_a_local_model_against_a_retrieve_server(serve
         "env.options.max_turns=3", "rollout.backend=kv", "rollout.backend_options={}", "eval.k=2",
         "eval.max_new_tokens=8"])
     session = PolicySession.from_model(tiny_policy, smol_tokenizer)
-    res, eps = _evaluate(cfg, "tiny", session)
+    res, eps = evaluate_model(cfg, "tiny", session)
     assert len(eps) == 2 and res["episodes"] == 2
     for key in ("f1", "recall", "exact_match", "tool_calls", "format_error_rate"):
         assert key in res, key
     # the random tiny model never writes a valid action: every turn is a format error
     assert res["format_error_rate"] == 1.0 and res["f1"] == 0.0
     # the same recipe with the scripted searcher: its queries reach the server and score
-    from turncredit.cli import _evaluate_expert
+    from turncredit.workflows import evaluate_expert
 
-    expert = _evaluate_expert(cfg)
+    expert = evaluate_expert(cfg)
     assert [b["queries"] for b in RetrieveHandler.seen] == [
         ["Which gases are noble"], ["Neon gases noble", "Argon gases noble"]]
     assert all(b["topk"] == 5 for b in RetrieveHandler.seen) and expert["f1"] == 1.0

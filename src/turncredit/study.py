@@ -111,7 +111,7 @@ def check_one_environment(configs: dict[str, Config]) -> None:
 def run_arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
     """Train (resuming a run that was stopped), then evaluate the result on the held-out split;
     returns the eval results + time."""
-    from turncredit.cli import _evaluate, _step_line
+    from turncredit.workflows import evaluate_model, step_line
     from turncredit.train.trainer import Trainer
 
     resume = (run_dir / "config.yaml").is_file()
@@ -119,8 +119,8 @@ def run_arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
     if trainer.resumed_from is not None:
         print(f"  resumed from {trainer.resumed_from} (step {trainer.step_idx})", flush=True)
     for m in trainer.train_iter():
-        print("  " + _step_line(m), flush=True)
-    res, _ = _evaluate(cfg, str(run_dir / "checkpoint"), trainer.session)
+        print("  " + step_line(m), flush=True)
+    res, _ = evaluate_model(cfg, str(run_dir / "checkpoint"), trainer.session)
     res["seconds_train"] = train_seconds(run_dir)
     res["seconds_total"] = res["seconds_train"] + res["seconds"]
     (run_dir / "eval.json").write_text(json.dumps(res, indent=2))
@@ -135,7 +135,7 @@ def train_seconds(run_dir: Path) -> float:
 
 def evaluate_start(cfg: Config, out: Path) -> dict[str, Any]:
     """The common starting model on the held-out games (once; reused like a finished run)."""
-    from turncredit.cli import _evaluate
+    from turncredit.workflows import evaluate_model
 
     path = out / "start" / "eval.json"
     done = _finished(path)
@@ -143,7 +143,7 @@ def evaluate_start(cfg: Config, out: Path) -> dict[str, Any]:
         print(f"[start] evaluated before, reusing {path}", flush=True)
         return done
     print(f"[start] evaluating {cfg.model.name}", flush=True)
-    res, _ = _evaluate(cfg, cfg.model.name)
+    res, _ = evaluate_model(cfg, cfg.model.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=2))
     return res

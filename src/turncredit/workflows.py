@@ -1,0 +1,165 @@
+"""The workflows the CLI and the study share: evaluate a model or the expert, make
+demonstrations, the SFT stage, the main job (pipeline). The CLI only parses arguments and
+calls these; nothing here parses a command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from turncredit.config import Config
+from turncredit.episode import Episode
+
+
+def step_line(m: dict[str, Any]) -> str:
+    """One training step's metrics as the line the CLI and the study print."""
+    return (f"step {m['step']:>4}  success {100 * m['success_rate']:5.1f}%  reward {m['reward_mean']:+.3f}"
+            f"  group-std {m['group_reward_std']:.3f}  turns {m['turns_mean']:.1f}  kl {m['approx_kl']:.4f}"
+            f"  clip {m['clip_fraction']:.3f}  rollout {m['seconds_rollout']:.0f}s  update {m['seconds_update']:.0f}s")
+
+
+def evaluate_model(cfg: Config, model_name: str, session: Any = None) -> tuple[dict[str, Any], list[Episode]]:
+    """The model (a name, or the loaded `session`) on the held-out games of `cfg.eval`."""
+    from turncredit.config import env_from_config
+    from turncredit.evaluate import eval_tasks, evaluate_policy
+    from turncredit.policy.session import PolicySession
+    from turncredit.rollout import SamplingParams
+
+    e = cfg.eval
+    env = env_from_config(cfg)
+    tasks = eval_tasks(env, e.split, e.num_tasks)  # a bad word file fails before the model loads
+    session = session or PolicySession.from_config(cfg, model_name)
+    t0 = time.perf_counter()
+    res, eps = evaluate_policy(session, env, tasks, e.k, SamplingParams(e.temperature, e.top_p, e.max_new_tokens),
+                               seed=e.seed, batch_size=e.batch_size)
+    res["seconds"] = time.perf_counter() - t0
+    return res, eps
+
+
+def env_and_expert(cfg: Config, options: dict[str, Any] | None = None):
+    """The environment and its scripted expert: the perfect one by default (the ceiling), or
+    with `options` (sft.expert_options) for demonstrations."""
+    from turncredit.config import ConfigError, env_from_config
+
+    env = env_from_config(cfg)
+    try:
+        play = env.expert(**(options or {}))
+    except (TypeError, ValueError) as e:  # an unknown or out-of-range option of the expert
+        raise ConfigError(f"sft.expert_options: {e}") from None
+    if play is None:
+        raise ConfigError(f"env.name: {cfg.env.name!r} has no scripted expert; give sft.data instead")
+    return env, play
+
+
+def evaluate_expert(cfg: Config) -> dict[str, Any]:
+    """The scripted expert on the held-out games: the ceiling row of every table."""
+    from turncredit.evaluate import eval_tasks, evaluate_player
+
+    env, play = env_and_expert(cfg)
+    res, eps = evaluate_player(play, env, eval_tasks(env, cfg.eval.split, cfg.eval.num_tasks), cfg.eval.seed)
+    res.update(env.summarize(eps))
+    return res
+
+
+def make_demos(cfg: Config, n: int, split: str = "train") -> list[Episode]:
+    """`n` expert games on `split` (sft.expert_options), each its own task instance."""
+    import random
+
+    from turncredit.rollout import task_rng
+
+    env, play = env_and_expert(cfg, cfg.sft.expert_options)
+    rng = random.Random(cfg.run.seed)
+    tasks = env.sample_tasks(split, n, rng)
+    # each demo its own task instance (distinct candidate lists when a word repeats)
+    return [play(env, t, task_rng(cfg.run.seed * 7 + i, t)) for i, t in enumerate(tasks)]
+
+
+def run_sft_stage(cfg: Config, out_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """Demonstrations (or sft.data) → SFT → checkpoint at out_dir/checkpoint."""
+    from turncredit.episode import write_episodes
+    from turncredit.policy.session import PolicySession
+    from turncredit.precision import choose_precision
+    from turncredit.train.forward import model_device
+    from turncredit.train.sft import load_dialogues, run_sft
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = cfg.sft.data
+    if not data:
+        data = str(out_dir / "demos.jsonl")
+        write_episodes(data, make_demos(cfg, cfg.sft.num_demos))
+    dialogues = load_dialogues(data)
+    session = PolicySession.from_config(cfg)
+    precision = choose_precision(cfg.sft.bf16, model_device(session.model))  # what run_sft will use
+    print(f"[sft] precision: {precision.note('SFT')}", flush=True)
+    log = out_dir / "sft_metrics.jsonl"
+    log.unlink(missing_ok=True)
+    hist = run_sft(session, dialogues, cfg.sft, seed=cfg.run.seed, log_path=log)
+    ckpt = out_dir / "checkpoint"
+    session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist), "precision": precision.to_dict()})
+    summary = {"dialogues": len(dialogues), "steps": len(hist),
+               "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"], "precision": precision.to_dict()}
+    return ckpt, summary
+
+
+def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
+    """The main job: expert ceiling → (untrained) → SFT → eval → RL → eval on the identical
+    held-out games, with the paired RL − SFT difference; prints as it goes, returns the summary
+    (also written to RUN_DIR/summary.json)."""
+    from turncredit.evaluate import EXPERT_ROW, compare, format_comparison, format_table
+    from turncredit.train.trainer import Trainer
+
+    run_dir = Path(cfg.run.out_dir) / cfg.run.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"stages": {}, "eval": {}}
+
+    def stage(name: str, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        summary["stages"][name] = {"seconds": round(time.perf_counter() - t0, 1)}
+        return out
+
+    def evaluated(label: str, cfg_, model: str, session=None) -> dict[str, Any]:
+        from turncredit.episode import write_episodes
+
+        res, eps = evaluate_model(cfg_, model, session)
+        write_episodes(run_dir / "eval" / f"{label.replace(' ', '_').replace('+', 'and')}.jsonl", eps)
+        return res
+
+    def report(label: str, res: dict[str, Any]) -> None:
+        summary["eval"][label] = res
+        print(f"[{label}] success Mean@{res['k']} {100 * res['mean_at_k']:.1f}%  "
+              f"Pass@{res['k']} {100 * res['pass_at_k']:.1f}%  turns {res['avg_questions']:.2f}"
+              + (f"  F1 {res['f1']:.3f}  recall {res['recall']:.3f}" if "f1" in res else ""), flush=True)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+
+    report(EXPERT_ROW, stage("eval expert", lambda: evaluate_expert(cfg)))
+    if not skip_base_eval:
+        report("untrained", stage("eval untrained", lambda: evaluated("untrained", cfg, cfg.model.name)))
+    ckpt, sft_summary = stage("sft", lambda: run_sft_stage(cfg, run_dir / "sft"))
+    summary["sft"] = sft_summary
+    print(f"[sft] {sft_summary['steps']} steps, loss {sft_summary['loss_first']:.3f} → {sft_summary['loss_last']:.3f}", flush=True)
+    report("after SFT", stage("eval SFT", lambda: evaluated("after SFT", cfg, str(ckpt))))
+
+    rl_cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=str(ckpt)))
+
+    def rl():
+        trainer = Trainer(rl_cfg, run_dir / "rl", overwrite=True)  # the SFT stage above was redone too
+        print("[rl] " + trainer.precision_note, flush=True)
+        for m in trainer.train_iter():
+            print("[rl] " + step_line(m), flush=True)
+        return trainer
+
+    trainer = stage("rl", rl)
+    report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), trainer.session)))
+    # both evaluations played the identical games (same words, k, seeds): a paired comparison
+    summary["rl_minus_sft"] = compare(summary["eval"]["after SFT"], summary["eval"]["after SFT + RL"])
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
+    print(format_comparison("RL − SFT", summary["rl_minus_sft"], cfg.eval.k))
+    print(f"stage seconds: {json.dumps({k: v['seconds'] for k, v in summary['stages'].items()})}")
+    print(f"summary: {run_dir / 'summary.json'}")
+    return summary

@@ -16,7 +16,7 @@ from turncredit.envs.twenty_questions.env import (
     TwentyQuestionsOptions,
     mentions,
 )
-from turncredit.envs.twenty_questions.oracle import HINT
+from turncredit.envs.twenty_questions.oracle import HINT, WordNetOracle
 from turncredit.envs.twenty_questions.words import SecretWord, default_words_path, load_words, repo_root
 
 SYNTAX_HINT = "Ask exactly one yes/no question: 2-500 characters, ending in a single '?'."
@@ -270,6 +270,14 @@ def test_exact_belief_gain_is_the_log_ratio_of_consistent_listed_words() -> None
     off = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8, exact_belief=False))
     _, st = off.reset(task, random.Random(0))
     assert off.step(st, "Is it a kind of animal?").belief_gain is None
+
+    class Judge(WordNetOracle):  # answers like WordNet, but is not to be asked about every word
+        exact = False
+
+    judged = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8))
+    judged.oracle = Judge()
+    _, st = judged.reset(task, random.Random(0))
+    assert judged.step(st, "Is it a kind of animal?").belief_gain is None
 
 
 def test_the_expert_wins_with_exactly_the_whole_prior_entropy_of_belief_gain() -> None:

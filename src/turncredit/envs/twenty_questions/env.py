@@ -62,9 +62,9 @@ class TwentyQuestionsOptions:
     min_chars: int = 2
     max_chars: int = 500
     end_on_invalid: bool = False
-    #: with listed candidates, keep the words still consistent with the answers and report each
-    #: turn's exact belief gain (`StepResult.belief_gain`): one oracle answer per consistent word
-    #: per question, free with WordNet; turn it off with a paid LLM judge
+    #: with listed candidates and an exact oracle (WordNet), keep the words still consistent with
+    #: the answers and report each turn's exact belief gain (`StepResult.belief_gain`): one
+    #: oracle answer per consistent word per question (~8 ms a game)
     exact_belief: bool = True
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
 
@@ -243,10 +243,10 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         posterior of the secret is 1/|C|, so this is the exact Δ log b of the ΔBelief method.
         A word stays in C when the oracle would have given it the same label (a mention of it
         would have been "Finished"); Invalid and Repeated answers tell nothing. None in the
-        open game or with `exact_belief` off.
+        open game, with `exact_belief` off, or with an oracle that is not `exact` (a judge, a person).
         """
-        if not (self.options.exact_belief and state.consistent):
-            return None
+        if not (self.options.exact_belief and state.consistent and self.oracle.exact):
+            return None  # a person or an LLM judge is not asked about every listed word
         before = len(state.consistent)
         if label == "Finished":
             state.consistent = [state.secret]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord
@@ -35,6 +35,10 @@ class OracleAnswer:
 
 class Oracle:
     """Interface: answer one question about a secret."""
+
+    #: answers are a cheap, deterministic function of (question, word): the environment may ask
+    #: about every listed word to keep the exact posterior (`exact_belief`). Not a person or a judge
+    exact: ClassVar[bool] = False
 
     def answer(self, question: str, secret: SecretWord, history: Sequence[tuple[str, str]] = ()) -> OracleAnswer:
         """`history`: the episode's earlier (question, reply) pairs, for judges that read them."""
@@ -126,6 +130,7 @@ def _own_keys(synset_name: str) -> frozenset[str]:
 
 @ORACLES.register("wordnet")
 class WordNetOracle(Oracle):
+    exact = True
     """Category questions answered from WordNet's hypernym closure of the secret's synset."""
 
     def __init__(self) -> None:

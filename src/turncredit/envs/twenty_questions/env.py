@@ -254,13 +254,9 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             earlier = state.history[:-1]
             state.consistent = [
                 c for c in state.consistent
-                if c.word == state.secret.word or self._label_for(question, c, earlier) == label
+                if c.word == state.secret.word or self.oracle.label_for(question, c, earlier) == label
             ]
         return math.log(before / len(state.consistent))
-
-    def _label_for(self, question: str, word: SecretWord, history: list[tuple[str, str]]) -> str:
-        """The label `question` would get if `word` were the secret."""
-        return "Finished" if mentions(question, word.word) else self.oracle.answer(question, word, history).label
 
     def _judge(self, state: TwentyQuestionsState, action_text: str) -> tuple[str, str | None, str]:
         """(label, parsed category, reply text) for one question."""

@@ -14,17 +14,26 @@ import re
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import Any, Iterable, Protocol
 
 from turncredit.envs.base import Task
-from turncredit.envs.twenty_questions.mentions import mentions
 from turncredit.envs.twenty_questions.oracle import WordNetOracle
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord
 from turncredit.episode import Episode, Turn, write_episodes
 
-if TYPE_CHECKING:  # the env builds its expert lazily; only the annotation names it
-    from turncredit.envs.twenty_questions.env import TwentyQuestionsEnv
+
+class Game(Protocol):
+    """What the expert needs of the 20 Questions env (named by protocol: the env builds its
+    expert, so the expert does not import the env)."""
+
+    max_turns: int
+
+    def reset(self, task: Task, rng: random.Random) -> tuple[list[dict[str, str]], Any]: ...
+
+    def step(self, state: Any, action_text: str) -> Any: ...
+
+    def words(self, split: str) -> list[SecretWord]: ...
 
 #: WordNet's top-level abstractions: valid keys, but no person would ask about them
 STOP_KEYS = frozenset({
@@ -132,9 +141,7 @@ class ExpertQuestioner:
 
     def predict(self, question: str, secret: SecretWord) -> str:
         """The label the env gives `question` if `secret` is the answer (mention rule included)."""
-        if mentions(question, secret.word):
-            return "Finished"
-        return self.oracle.answer(question, secret).label
+        return self.oracle.label_for(question, secret)
 
     def next_question(
         self,
@@ -169,7 +176,7 @@ class ExpertQuestioner:
         return kept or candidates
 
     def play(
-        self, env: TwentyQuestionsEnv, task: Task, rng: random.Random, group_id: str = ""
+        self, env: Game, task: Task, rng: random.Random, group_id: str = ""
     ) -> Episode:
         """Play one full game; a text-only Episode (no token ids)."""
         messages, state = env.reset(task, rng)

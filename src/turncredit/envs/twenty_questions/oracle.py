@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar, Sequence
 
+from turncredit.envs.twenty_questions.mentions import mentions
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord
 from turncredit.registry import Registry
@@ -47,6 +48,11 @@ class Oracle:
     def parse(self, question: str) -> str | None:
         """The question's normalised category key, for repeat detection (None if unknown)."""
         return None
+
+    def label_for(self, question: str, word: SecretWord, history: Sequence[tuple[str, str]] = ()) -> str:
+        """The label the game gives `question` if `word` were the secret: an exact mention of
+        the word finishes the game before the oracle is asked."""
+        return "Finished" if mentions(question, word.word) else self.answer(question, word, history).label
 
 
 ORACLES: Registry[type[Oracle]] = Registry("oracle")

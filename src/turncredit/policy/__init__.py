@@ -4,6 +4,9 @@ Kept import-light: `turncredit.policy.session` (which pulls in the rollout engin
 by its own module path, not from here.
 """
 
+# registers the "vllm" generation backend beside kv and recompute (vLLM itself is imported only
+# when that backend is built); here rather than in backends.py, which vllm_backend imports
+from turncredit.policy import vllm_backend as _vllm_backend  # noqa: F401
 from turncredit.policy.loading import (
     add_lora,
     cache_root,

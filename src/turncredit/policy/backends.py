@@ -150,9 +150,10 @@ class _Rows:
         if m <= 0:
             return
         n = self.mask.shape[0]
-        for i, (layer, small) in enumerate(zip(self.cache.layers, child.cache.layers)):
-            k = small.keys.new_zeros((n, *small.keys.shape[1:2], m, small.keys.shape[-1]))
-            v = small.values.new_zeros((n, *small.values.shape[1:2], m, small.values.shape[-1]))
+        for layer, small in zip(self.cache.layers, child.cache.layers):
+            _, heads, _, dim = small.keys.shape
+            k = small.keys.new_zeros((n, heads, m, dim))
+            v = small.values.new_zeros((n, heads, m, small.values.shape[-1]))
             k[index], v[index] = small.keys[:, :, -m:], small.values[:, :, -m:]
             layer.update(k, v)
         new_mask = self.mask.new_zeros((n, m))
@@ -365,5 +366,3 @@ class _RecomputeState:
 BACKENDS: Registry[type] = Registry("generation backend")
 BACKENDS.register("kv")(KVCacheBackend)
 BACKENDS.register("recompute")(RecomputeBackend)
-# registers "vllm"; vLLM itself is imported only when that backend is built
-from turncredit.policy import vllm_backend as _vllm_backend  # noqa: E402,F401

@@ -1,8 +1,8 @@
 """Where the RL stage's memory goes: peak RSS of each phase of one training step.
 
-    python benchmarks/memory_profile.py CHECKPOINT [KEY=VALUE ...]
+    python benchmarks/memory_profile.py [CONFIG.yaml] CHECKPOINT [KEY=VALUE ...]
 
-Loads the 20 Questions config with the given overrides and model, then runs one step's phases
+Loads the 20 Questions config (configs/20q-starpo.yaml unless given) with the overrides and model, then runs one step's phases
 one by one under an RSS sampler (every 20 ms): rollout, then the update. Prints one JSON line
 per phase with the peak RSS reached in it, what it started from, and the step's sizes
 (benchmarks/memory-cpu.md). Overrides select what is measured, e.g. train.micro_batch_size=1.
@@ -55,8 +55,10 @@ class PeakRSS:
 
 
 def main() -> None:
-    ckpt, overrides = sys.argv[1], sys.argv[2:]
-    cfg = load_config("configs/20q-starpo.yaml", [f"model.name={ckpt}", "train.steps=1", *overrides])
+    args = sys.argv[1:]
+    config = args.pop(0) if args and args[0].endswith((".yaml", ".yml")) else "configs/20q-starpo.yaml"
+    ckpt, overrides = args[0], args[1:]
+    cfg = load_config(config, [f"model.name={ckpt}", "train.steps=1", *overrides])
     rss = PeakRSS()
     import tempfile
 
@@ -70,7 +72,9 @@ def main() -> None:
         from turncredit.credit import assign_advantages
 
         assign_advantages(episodes, cfg.algo.estimator, **cfg.algo.estimator_options)
-        with rss.phase("update", micro_batch_size=cfg.train.micro_batch_size, bf16=trainer.bf16) as info:
+        with rss.phase("update", micro_batch_size=cfg.train.micro_batch_size,
+                       micro_batch_tokens=cfg.train.micro_batch_tokens, minibatches=cfg.train.minibatches,
+                       checkpointing=cfg.train.activation_checkpointing, bf16=trainer.bf16) as info:
             st = trainer.update([ep for ep in episodes if ep.turns and not ep.aborted])
             info.update(tokens=st.sequence_tokens, optimizer_steps=st.optimizer_steps)
 

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from turncredit.cli import make_demos
+from turncredit.workflows import make_demos
 from turncredit.config import load_config
 from turncredit.policy.session import PolicySession
 from turncredit.precision import probe_bf16

@@ -3,7 +3,8 @@
 import torch
 
 from turncredit.chat import ChatBridge
-from turncredit.policy.backends import KVCacheBackend, RecomputeBackend, SamplingParams, _cache_kwarg, _Rows, sample_next
+from turncredit.policy.backends import KVCacheBackend, RecomputeBackend, SamplingParams, _Rows, sample_next
+from turncredit.policy.kv_cache import cache_kwarg
 
 MSGS = [[{"role": "system", "content": "You play a game."},
          {"role": "user", "content": "Ask a question" + "!" * i}] for i in range(4)]
@@ -81,7 +82,7 @@ class StopsAtPosition(torch.nn.Module):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, **kw):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         **{_cache_kwarg(self.model): cache}, **kw)
+                         **{cache_kwarg(self.model): cache}, **kw)
         last = position_ids[:, -1] if position_ids is not None else torch.full((len(input_ids),), input_ids.shape[1] - 1)
         out.logits[:, -1, self.eot] += 1e4 * (last >= self.stop)
         return out

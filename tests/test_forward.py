@@ -37,3 +37,39 @@ def test_action_logprobs_match_full_log_softmax(tiny_policy):
     probs = full.exp()
     want_ent = -(probs * full).sum(-1) * b.targets[0]
     assert torch.allclose(ent[0], want_ent, atol=1e-4)
+
+
+def test_a_shared_opening_runs_once_and_changes_no_logit_or_gradient(tiny_policy):
+    """Three rows open with the same 20 tokens, then differ in content and length (right
+    padding): with the opening run once (batch 1) and broadcast, the action log-probs and the
+    gradients of every weight equal those of the plain batch forward."""
+    from turncredit.train.forward import ActionLogits, pack
+
+    g = torch.Generator().manual_seed(0)
+    opening = torch.randint(5, 200, (20,), generator=g).tolist()
+    tails = [torch.randint(5, 200, (n,), generator=g).tolist() for n in (9, 4, 7)]
+    seqs = [opening + t for t in tails]
+    masks = [[0] * 18 + [1] * (len(s) - 18) for s in seqs]  # targets also inside the opening's end
+    batch = pack(seqs, masks, pad_id=0)
+    params = [p for p in tiny_policy.parameters() if p.requires_grad]
+    embed_rows = []
+    hook = tiny_policy.get_input_embeddings().register_forward_hook(lambda m, i, o: embed_rows.append(tuple(i[0].shape)))
+
+    def run(share: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        tiny_policy.zero_grad(set_to_none=True)
+        logp, _ = action_logprobs(ActionLogits(tiny_policy, share_prefix=share), batch)
+        (logp * torch.linspace(-1, 1, logp.shape[1])).sum().backward()
+        return logp.detach(), [p.grad.clone() for p in params]
+
+    try:
+        plain, g_plain = run(False)
+        assert embed_rows == [(3, 29)]
+        embed_rows.clear()
+        shared, g_shared = run(True)
+        assert embed_rows == [(1, 20), (3, 9)]  # the opening once, then each row's own tokens
+    finally:
+        hook.remove()
+        tiny_policy.zero_grad(set_to_none=True)
+    torch.testing.assert_close(shared, plain, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g_shared, g_plain):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -8,7 +8,7 @@ import torch
 from turncredit.config import SFTConfig
 from turncredit.episode import Episode, Turn, write_episodes
 from turncredit.policy.session import PolicySession
-from turncredit.train.sft import dialogues_to_batch, load_dialogues, run_sft, sft_loss
+from turncredit.train.sft import dialogues_to_batch, load_dialogues, run_sft, sft_backward, sft_loss
 
 CHAT = [
     {"role": "system", "content": "You play 20 Questions."},
@@ -97,3 +97,28 @@ def test_bad_sft_data_names_file_and_line(tmp_path, line, message):
 def test_missing_sft_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="SFT data file not found"):
         load_dialogues(tmp_path / "none.jsonl")
+
+
+def test_micro_batches_give_the_gradient_of_the_whole_batch(tiny_policy, smol_tokenizer):
+    """Token-mean over the batch, accumulated one dialogue at a time: Σ_j (Σ_j m·(−log p)) / N
+    equals the loss and gradient of the batch in one forward, although the dialogues differ in
+    length (so per-micro-batch means would weight them differently)."""
+    session = PolicySession.from_model(tiny_policy, smol_tokenizer)
+    short = CHAT[:3]
+    long = CHAT + [{"role": "user", "content": "No."}, {"role": "assistant", "content": "Is it a big grey cat?"}]
+    dialogues = [long, short, CHAT]
+    params = [p for p in tiny_policy.parameters() if p.requires_grad]
+
+    def grads(micro: int) -> tuple[float, list[torch.Tensor]]:
+        tiny_policy.zero_grad(set_to_none=True)
+        loss, _ = sft_backward(session, dialogues, 4096, micro)
+        return loss, [p.grad.clone() for p in params]
+
+    whole_loss = sft_loss(session, dialogues_to_batch(session, dialogues, 4096)).item()
+    loss_all, g_all = grads(0)
+    loss_one, g_one = grads(1)
+    tiny_policy.zero_grad(set_to_none=True)
+    assert loss_all == pytest.approx(whole_loss, rel=1e-5)
+    assert loss_one == pytest.approx(whole_loss, rel=1e-5)
+    for a, b in zip(g_all, g_one):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -121,3 +121,24 @@ def test_episode_path_feeds_observations_and_outcomes():
     assign_advantages([a, b], "turn_grpo", outcome_to_every_turn=True, normalize_std=False)
     # turn 0 rewards with the outcome spread: {1.9, -0.1} → ±1; turn 1: {1.9, -0.1} → ±1
     assert [t.advantage for t in a.turns] == pytest.approx([1.0, 1.0])
+
+
+def test_process_grpo_pools_all_steps_of_the_group_and_sums_to_go():
+    """DeepSeekMath's process supervision: normalise over every step of the group, then the
+    advantage of step t is the sum of the normalised rewards from t on."""
+    adv = compute_advantages("process_grpo", ["g", "g", "h", "h"], [[1.0, -1.0, 2.0], [-1.0], [0.5], [0.5, 0.5]])
+    # group g pools {1, −1, 2, −1}: mean 1/4, unbiased std sqrt((9/16 + 25/16 + 49/16 + 25/16)/3) = sqrt(9/4) = 1.5
+    n = [(x - 0.25) / (1.5 + EPS) for x in (1.0, -1.0, 2.0)]
+    assert adv[0] == approx([n[0] + n[1] + n[2], n[1] + n[2], n[2]])
+    assert adv[1] == approx([(-1.0 - 0.25) / (1.5 + EPS)])
+    assert adv[2] == approx([0.0]) and adv[3] == approx([0.0, 0.0])  # group h: no spread
+
+
+def test_process_grpo_gamma_zero_keeps_each_steps_own_reward():
+    adv = compute_advantages("process_grpo", ["g", "g"], [[1.0, -1.0, 2.0], [-1.0]], gamma=0.0)
+    assert adv[0] == approx([(x - 0.25) / (1.5 + EPS) for x in (1.0, -1.0, 2.0)])
+    # an idle step (−1) is below the group's typical step wherever it falls, unlike turn_grpo,
+    # where a −1 at turn 1 is compared with the other trajectory's (finished) 0 only
+    assert adv[0][1] < 0 and adv[1][0] < 0
+    with pytest.raises(ValueError, match="gamma"):
+        compute_advantages("process_grpo", ["g"], [[1.0]], gamma=1.5)

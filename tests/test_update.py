@@ -19,8 +19,8 @@ CFG = [
 
 def _update(model, tokenizer, tmp_path, name, episodes):
     trainer = Trainer(load_config(None, CFG), tmp_path / name, session=PolicySession.from_model(model, tokenizer))
-    calls = []  # every forward pass starts at the embedding
-    hook = model.get_input_embeddings().register_forward_hook(lambda *_: calls.append(1))
+    calls = []  # every forward pass goes through the scorer (which may run a shared opening separately)
+    hook = trainer.scorer.register_forward_hook(lambda *_: calls.append(1))
     try:
         stats = trainer.update(episodes)
     finally:

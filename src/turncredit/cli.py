@@ -1,7 +1,8 @@
 """The `turncredit` command: train | eval | sft | demos | pipeline | bench | oracle-check | play | report | study | check.
 
 Every command but report and study takes a YAML config and dotted overrides (`train.lr=1e-5 env.options.max_turns=10`);
-`turncredit COMMAND --help` lists the options, and docs/config.md (or configs/*.yaml) the keys.
+`turncredit COMMAND --help` lists the options; the keys, commented and with their defaults, are the
+dataclasses of turncredit/config.py (configs/*.yaml for examples).
 """
 
 from __future__ import annotations

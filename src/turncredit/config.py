@@ -153,6 +153,9 @@ class SFTConfig:
     epochs: int = 2
     lr: float = 1e-4
     batch_size: int = 8
+    #: dialogues per forward/backward within a batch (gradients accumulated; 0 = the whole
+    #: batch): activation memory scales with it, the loss and the step do not
+    micro_batch_size: int = 0
     max_length: int = 2048
     weight_decay: float = 0.0
     grad_clip: float = 1.0
@@ -431,6 +434,8 @@ def _check_ranges(cfg: Config) -> None:
         ("train.keep_last", cfg.train.keep_last >= 0, "≥ 0"),
         ("train.kl_coef", cfg.train.kl_coef == 0 or cfg.train.kl != "none",
          "0 when train.kl is none (set train.kl: k1 or k3)"),
+        ("sft.batch_size", cfg.sft.batch_size >= 1, "≥ 1"),
+        ("sft.micro_batch_size", cfg.sft.micro_batch_size >= 0, "≥ 0 (0 = the whole batch)"),
         ("eval.k", cfg.eval.k >= 1, "≥ 1"),
         ("eval.temperature", cfg.eval.temperature > 0, "> 0"),
         ("eval.top_p", 0 < cfg.eval.top_p <= 1, "in (0, 1]"),

@@ -110,6 +110,7 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
     held-out games, with the paired RL − SFT difference; prints as it goes, returns the summary
     (also written to RUN_DIR/summary.json)."""
     from turncredit.evaluate import EXPERT_ROW, compare, format_comparison, format_table
+    from turncredit.memory import StagePeak, peak_rss_gb
     from turncredit.train.trainer import Trainer
 
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
@@ -118,8 +119,12 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
 
     def stage(name: str, fn):
         t0 = time.perf_counter()
-        out = fn()
-        summary["stages"][name] = {"seconds": round(time.perf_counter() - t0, 1)}
+        with StagePeak() as mem:
+            out = fn()
+        summary["stages"][name] = {"seconds": round(time.perf_counter() - t0, 1),
+                                   "peak_rss_gb": mem.peak_gb, "rss_after_gb": mem.after_gb}
+        print(f"[{name}] {summary['stages'][name]['seconds']:.0f} s, peak RSS {mem.peak_gb} GB, "
+              f"after {mem.after_gb} GB", flush=True)
         return out
 
     def evaluated(label: str, cfg_, model: str, session=None) -> dict[str, Any]:
@@ -151,15 +156,20 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
         print("[rl] " + trainer.precision_note, flush=True)
         for m in trainer.train_iter():
             print("[rl] " + step_line(m), flush=True)
-        return trainer
+        # the evaluation needs the trained weights only: not the optimizer's moments nor the gradients
+        trainer.model.zero_grad(set_to_none=True)
+        return trainer.session
 
-    trainer = stage("rl", rl)
-    report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), trainer.session)))
+    session = stage("rl", rl)
+    report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), session)))
     # both evaluations played the identical games (same words, k, seeds): a paired comparison
     summary["rl_minus_sft"] = compare(summary["eval"]["after SFT"], summary["eval"]["after SFT + RL"])
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
     print(format_comparison("RL − SFT", summary["rl_minus_sft"], cfg.eval.k))
+    summary["peak_rss_gb"] = round(peak_rss_gb(), 2)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"stage seconds: {json.dumps({k: v['seconds'] for k, v in summary['stages'].items()})}")
+    print(f"peak RSS of the job: {summary['peak_rss_gb']} GB")
     print(f"summary: {run_dir / 'summary.json'}")
     return summary

@@ -10,13 +10,12 @@ reference the fast one is tested against).
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 import torch
 
-from turncredit.policy.kv_cache import growing_cache, keep_columns
+from turncredit.policy.kv_cache import cache_kwarg, growing_cache, keep_columns
 from turncredit.registry import Registry
 
 
@@ -109,7 +108,7 @@ class KVCacheBackend:
         self.model = model
         self.eot = end_of_turn_id
         self.pad = pad_token_id
-        self.cache_kwarg = _cache_kwarg(model)
+        self.cache_kwarg = cache_kwarg(model)
 
     def start(self, n_rows: int, seed: int) -> "_KVState":
         return _KVState(self, n_rows, seed)
@@ -290,12 +289,6 @@ class _KVState:
             cols = used.nonzero().squeeze(-1)
             b.mask = b.mask[:, cols]
             keep_columns(b.cache, cols)
-
-
-def _cache_kwarg(model: torch.nn.Module) -> str:
-    """transformers renamed `past_key_values` to `cache` during 5.x; speak whichever it takes."""
-    core = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(core.forward).parameters else "past_key_values"
 
 
 class RecomputeBackend:

@@ -112,9 +112,11 @@ class DataParallel:
 @PARALLEL.register("fsdp")
 class FullyShardedDataParallel(DataParallel):
     def wrap(self, model: torch.nn.Module) -> ActionLogits:
-        scorer = ActionLogits(model)
         if not self.enabled:
-            return scorer  # one process: nothing to shard
+            return ActionLogits(model)  # one process: nothing to shard
+        # every rank must run the same sequence of sharded layer calls (each is a collective): a
+        # rank running a shared opening separately would make one more pass than its partners
+        scorer = ActionLogits(model, share_prefix=False)
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import FSDPModule, fully_shard
 

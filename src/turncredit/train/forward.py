@@ -2,6 +2,8 @@
 
 The vocabulary projection is the largest tensor of a forward pass (49k × sequence length for
 SmolLM2), and only action tokens carry loss, so logits are computed at action positions only.
+Sequences of a batch that open with the same tokens (the system prompt of every 20 Questions
+game: 159 of a demonstration's ~250 tokens) run that opening through the decoder once.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
+from transformers.cache_utils import DynamicCache
 
 from turncredit.episode import Episode
+from turncredit.policy.kv_cache import cache_kwarg
 from turncredit.train.loss import entropy_from_logits, token_logprobs
 
 
@@ -102,16 +106,59 @@ def autocast(enabled: bool) -> contextlib.AbstractContextManager:
 class ActionLogits(torch.nn.Module):
     """The policy's logits at the target positions only: decoder, then the output head on the
     rows that carry loss. One module, so that under FSDP it is the root unit whose forward and
-    backward hooks gather and reduce the embeddings and the head."""
+    backward hooks gather and reduce the embeddings and the head.
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    When every row opens with the same `min_shared_prefix`+ unpadded tokens, that opening goes
+    through the decoder once (batch 1) and its keys and values are broadcast to every row; the
+    backward pass sums the rows' gradients through the broadcast, so logits and gradients are
+    those of the full batch (`test_forward.py`). Not under activation checkpointing, which
+    cannot keep a cache: there the whole batch is recomputed as before.
+    """
+
+    min_shared_prefix = 16
+
+    def __init__(self, model: torch.nn.Module, share_prefix: bool = True) -> None:
         super().__init__()
         self.model = model
+        self.share_prefix = share_prefix
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
         core = core_model(self.model)
-        hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
-        return core.get_output_embeddings()(hidden[where])
+        prefix = self._shared_prefix(core, input_ids, attention_mask)
+        if prefix:
+            hidden = self._decode_with_shared_prefix(core, input_ids, attention_mask, prefix)
+        else:
+            hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return core.get_output_embeddings()(hidden[:, :-1][where])
+
+    def _shared_prefix(self, core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+        """Length of the opening all rows share (0 = do not share)."""
+        if not self.share_prefix or input_ids.shape[0] < 2:
+            return 0
+        checkpointing = getattr(core, "is_activation_checkpointing", None)  # the older name below
+        if checkpointing is None:
+            checkpointing = getattr(core, "is_gradient_checkpointing", False)
+        if checkpointing and core.training and torch.is_grad_enabled():
+            return 0
+        same = (input_ids == input_ids[:1]).all(0) & attention_mask.bool().all(0)
+        n = int(same.long().cumprod(0).sum())
+        n = min(n, input_ids.shape[1] - 1)  # every row keeps a token after the opening
+        return n if n >= self.min_shared_prefix else 0
+
+    @staticmethod
+    def _decode_with_shared_prefix(core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                   n: int) -> torch.Tensor:
+        decoder, (rows, width) = core.get_decoder(), input_ids.shape
+        key = cache_kwarg(decoder)
+        cache = DynamicCache(config=core.config)
+        head = decoder(input_ids=input_ids[:1, :n], use_cache=True, **{key: cache}).last_hidden_state
+        for layer in cache.layers:  # a view per row, no copy; the rest of the forward appends to it
+            layer.keys = layer.keys.expand(rows, -1, -1, -1)
+            layer.values = layer.values.expand(rows, -1, -1, -1)
+        pos = torch.arange(n, width, device=input_ids.device).expand(rows, -1)
+        tail = decoder(input_ids=input_ids[:, n:], attention_mask=attention_mask, position_ids=pos,
+                       use_cache=True, **{key: cache}).last_hidden_state
+        return torch.cat([head.expand(rows, -1, -1), tail], dim=1)
 
 
 def idle_batch(pad_id: int = 0) -> TokenBatch:

@@ -67,13 +67,14 @@ def _check_messages(messages: list, where: str) -> Dialogue:
     return messages
 
 
+def _dialogue_tokens(session: PolicySession, d: Dialogue, max_length: int) -> tuple[list[int], list[int]]:
+    ids, mask = (d.token_ids(), d.action_mask()) if isinstance(d, Episode) else session.bridge.dialogue_ids(d)
+    return ids[:max_length], mask[:max_length]
+
+
 def dialogues_to_batch(session: PolicySession, dialogues: list[Dialogue], max_length: int) -> TokenBatch:
-    seqs, masks = [], []
-    for d in dialogues:
-        ids, mask = (d.token_ids(), d.action_mask()) if isinstance(d, Episode) else session.bridge.dialogue_ids(d)
-        seqs.append(ids[:max_length])
-        masks.append(mask[:max_length])
-    return pack(seqs, masks, session.pad_id)
+    seqs, masks = zip(*(_dialogue_tokens(session, d, max_length) for d in dialogues))
+    return pack(list(seqs), list(masks), session.pad_id)
 
 
 def sft_loss(session: PolicySession, batch: TokenBatch, bf16: bool = False) -> torch.Tensor:
@@ -81,6 +82,30 @@ def sft_loss(session: PolicySession, batch: TokenBatch, bf16: bool = False) -> t
     with autocast(bf16):
         logp, _ = action_logprobs(session.model, batch)
     return aggregate(-logp, batch.targets.to(logp.device), "token-mean")
+
+
+def sft_backward(session: PolicySession, dialogues: list[Dialogue], max_length: int, micro_batch_size: int,
+                 bf16: bool = False) -> tuple[float, int]:
+    """Backpropagate the batch's token-mean NLL in micro-batches; returns (loss, tokens).
+
+    With N = Σ m over the whole batch, micro-batch j contributes (Σ_j m·(−log p)) / N, so the
+    accumulated gradient is that of `sft_loss` on the batch at once. Micro-batches group
+    dialogues of similar length (less padding); only one micro-batch's activations are alive.
+    """
+    tokens = [_dialogue_tokens(session, d, max_length) for d in dialogues]
+    size = micro_batch_size if micro_batch_size > 0 else len(tokens)
+    order = sorted(range(len(tokens)), key=lambda i: len(tokens[i][0])) if size < len(tokens) else list(range(len(tokens)))
+    chunks = [[tokens[i] for i in order[j:j + size]] for j in range(0, len(tokens), size)]
+    packed = [pack([ids for ids, _ in c], [m for _, m in c], session.pad_id) for c in chunks]
+    total = sum(b.num_tokens for b in packed)
+    loss = 0.0
+    for b in packed:
+        with autocast(bf16):
+            logp, _ = action_logprobs(session.model, b)
+        part = (-logp * b.targets.to(logp.device)).sum() / max(total, 1)
+        part.backward()
+        loss += part.item()
+    return loss, total
 
 
 def run_sft(
@@ -104,15 +129,14 @@ def run_sft(
         rng.shuffle(order)
         for start in range(0, len(order), cfg.batch_size):
             t0 = time.perf_counter()
-            batch = dialogues_to_batch(session, [dialogues[i] for i in order[start:start + cfg.batch_size]], cfg.max_length)
-            loss = sft_loss(session, batch, bf16)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss, tokens = sft_backward(session, [dialogues[i] for i in order[start:start + cfg.batch_size]],
+                                        cfg.max_length, cfg.micro_batch_size, bf16)
             gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
             opt.step()
             step += 1
-            rec = {"step": step, "epoch": epoch, "loss": loss.item(), "grad_norm": gn.item(),
-                   "tokens": batch.num_tokens, "seconds": time.perf_counter() - t0, "bf16": bf16}
+            rec = {"step": step, "epoch": epoch, "loss": loss, "grad_norm": gn.item(),
+                   "tokens": tokens, "seconds": time.perf_counter() - t0, "bf16": bf16}
             history.append(rec)
             if log_path:
                 with open(log_path, "a") as f:

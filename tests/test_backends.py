@@ -119,3 +119,34 @@ def test_rows_that_finish_their_action_leave_the_decode_batch_without_changing_a
     for a, b in zip(whole[0] + whole[1], split[0] + split[1]):
         assert a.ids == b.ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+
+
+def test_dropping_the_holes_between_turns_changes_no_sample(tiny_policy, smol_tokenizer):
+    """Three turns with rows whose prompts, replies and actions differ in length (holes in the
+    cache): with the holes dropped at each turn's start the cache is narrower and every action
+    and log-prob is the same as with the holes kept."""
+    bridge = ChatBridge(smol_tokenizer)
+    msgs = [[{"role": "user", "content": "Ask" + " a" * (3 * i)}] for i in range(5)]
+    ctx = [bridge.opening_ids(m) for m in msgs]
+    eot = bridge.end_of_turn_id
+    model = StopsAtPosition(tiny_policy, eot, stop=min(map(len, ctx)) + 8)
+    p = SamplingParams(max_new_tokens=10)
+
+    def run(ratio):
+        backend = KVCacheBackend(model, eot, smol_tokenizer.pad_token_id)
+        backend.hole_ratio = ratio
+        state = backend.start(len(ctx), seed=0)
+        turns = [state.generate(range(len(ctx)), ctx, p)]
+        for k in range(2):
+            replies = [bridge.reply_ids("No." * (1 + (r * (k + 2)) % 4), turns[-1][r].ids[-1] == eot)
+                       for r in range(len(ctx))]
+            turns.append(state.generate(range(len(ctx)), replies, p))
+        return turns, state
+
+    kept, with_holes = run(0)
+    dropped, compact = run(1.01)
+    assert compact.mask.shape[1] < with_holes.mask.shape[1]
+    assert compact.mask.sum(1).tolist() == with_holes.mask.sum(1).tolist()  # the same tokens, fewer columns
+    for a, b in zip(sum(kept, []), sum(dropped, [])):
+        assert a.ids == b.ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4

@@ -63,3 +63,21 @@ def test_the_shared_opening_is_encoded_once(tiny_policy, smol_tokenizer):
     state.generate(range(4), ctx, SamplingParams(max_new_tokens=1))
     assert shared > 5
     assert state.tokens_prefilled == shared + sum(len(c) - shared for c in ctx)
+
+
+def test_drop_holes_moves_each_rows_tokens_right_in_order():
+    from transformers.cache_utils import Cache
+
+    from turncredit.policy.kv_cache import drop_holes
+
+    mask = torch.tensor([[1, 0, 1, 1], [0, 1, 0, 0]])
+    keys = torch.arange(2 * 4, dtype=torch.float32).view(2, 1, 4, 1)  # row r, column c holds 4r + c
+    cache = Cache(layer_class_to_replicate=GrowingLayer)
+    cache.update(keys, -keys, 0)
+    new = drop_holes(cache, mask)
+    assert new.tolist() == [[1, 1, 1], [0, 0, 1]]
+    k = cache.layers[0].keys[:, 0, :, 0]
+    assert k[0].tolist() == [0.0, 2.0, 3.0] and k[1, -1].item() == 5.0  # row 1's one token, last
+    assert torch.equal(cache.layers[0].values, -cache.layers[0].keys)
+    k2, _ = cache.layers[0].update(torch.full((2, 1, 1, 1), 9.0), torch.zeros(2, 1, 1, 1))
+    assert k2.shape[2] == 4 and k2[:, 0, -1, 0].tolist() == [9.0, 9.0]  # the next token lands after them

@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
-from turncredit.policy.kv_cache import cache_kwarg, growing_cache, keep_columns
+from turncredit.policy.kv_cache import cache_kwarg, drop_holes, growing_cache, keep_columns
 from turncredit.registry import Registry
 
 
@@ -90,7 +90,9 @@ class KVCacheBackend:
 
     Rows of different lengths share the cache's sequence axis: each turn's new tokens are
     left-padded to a common width, so padding sits as masked "holes" inside a row, and every
-    token gets its true position id, so the logits equal those of the unpadded sequence.
+    token gets its true position id, so the logits equal those of the unpadded sequence. When
+    holes make up a fifth of the cache (`hole_ratio`), a turn starts by moving each row's tokens
+    together (`drop_holes`), so attention stops reading them.
 
     Within a turn, once at most `1 / compact_ratio` of the decoding rows are still writing their
     action, those rows go on in a smaller batch of their own (their cache rows copied out,
@@ -103,6 +105,9 @@ class KVCacheBackend:
     compact_ratio = 2
     #: never split off a batch smaller than this parent (copying the cache would cost more)
     compact_min_rows = 4
+    #: at a turn's start, drop the holes once the cache is this many times the fullest row's
+    #: tokens (0 = never): attention reads every column, holes included, at every step
+    hole_ratio = 1.25
 
     def __init__(self, model: torch.nn.Module, end_of_turn_id: int, pad_token_id: int) -> None:
         self.model = model
@@ -214,6 +219,7 @@ class _KVState:
 
     def _generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
         n = len(self.slot)
+        self._drop_holes()
         seqs = [self.unfed[r] + list(t) for r, t in zip(rows, new_tokens)]
         if list(rows) == sorted(self.slot, key=self.slot.get):
             seqs = self._prefill_shared_prefix(seqs)
@@ -268,6 +274,11 @@ class _KVState:
         for r in rows:
             self.unfed[r] = out_ids[self.slot[r]][-1:]
         return [Generation(out_ids[self.slot[r]], out_lp[self.slot[r]]) for r in rows]
+
+    def _drop_holes(self) -> None:
+        b, ratio = self.rows, self.b.hole_ratio
+        if ratio and b.mask.shape[1] and b.mask.shape[1] >= ratio * int(b.mask.sum(1).max()):
+            b.mask = drop_holes(b.cache, b.mask)
 
     def finish(self, rows: Sequence[int]) -> None:
         gone = {self.slot.pop(r) for r in rows if r in self.slot}

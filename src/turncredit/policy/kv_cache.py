@@ -16,7 +16,7 @@ import inspect
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-__all__ = ["GrowingLayer", "cache_kwarg", "growing_cache", "keep_columns"]
+__all__ = ["GrowingLayer", "cache_kwarg", "drop_holes", "growing_cache", "keep_columns"]
 
 
 class GrowingLayer(DynamicLayer):
@@ -75,6 +75,20 @@ class GrowingLayer(DynamicLayer):
         self._v[..., :self.length, :] = kept_v
         self._refresh()
 
+    def take_columns(self, src: torch.Tensor) -> None:
+        """Row b keeps columns `src[b]` (a [rows, width] index), in that order: each row its own."""
+        if not self.is_initialized or self._k is None:
+            return
+        rows, width = src.shape
+        b, h, _, d = self._k.shape
+        index = src[:, None, :, None].expand(rows, h, width, d)
+        k, v = self.keys.gather(2, index), self.values.gather(2, index)
+        self._k = k.new_empty((b, h, max(self.min_capacity, int(self.growth * width)), d))
+        self._v = v.new_empty((b, h, self._k.shape[2], v.shape[-1]))
+        self._k[:, :, :width], self._v[:, :, :width] = k, v
+        self.length = width
+        self._refresh()
+
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove < 0 and self.is_initialized and self._k is not None:
             self.length = max(0, self.length + tokens_to_remove)
@@ -97,6 +111,20 @@ def keep_columns(cache: Cache, cols: torch.Tensor) -> None:
     """Drop the sequence positions of every layer that are not in `cols`."""
     for layer in cache.layers:
         layer.keep_columns(cols)
+
+
+def drop_holes(cache: Cache, mask: torch.Tensor) -> torch.Tensor:
+    """Move every row's cached tokens (`mask` = 1) to the right end of a cache as wide as the
+    fullest row, in order; returns the new mask. Keys carry their rotary positions already, so
+    a token's column does not matter, only which columns a row attends to."""
+    valid = mask.bool()
+    cols = torch.arange(mask.shape[1], device=mask.device)
+    width = int(valid.sum(1).max())
+    # a row's holes sort first (key 0), its tokens after them in column order
+    src = torch.argsort(valid.long() * (cols + 1), dim=1, stable=True)[:, mask.shape[1] - width:]
+    for layer in cache.layers:
+        layer.take_columns(src)
+    return mask.gather(1, src)
 
 
 def cache_kwarg(model: torch.nn.Module) -> str:

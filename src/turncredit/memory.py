@@ -1,11 +1,11 @@
 """The process's resident memory, per stage, and handing freed heap back to the system.
 
 A pipeline runs SFT, evaluations and RL in one process. Each stage frees its tensors when it
-ends, but glibc keeps freed chunks of its heap (and of its per-thread arenas) mapped, so without
-help the resident set only ever grows and the job's peak becomes the *sum* of its stages' peaks
-(`benchmarks/memory-cpu.md`). `release_freed` returns what was freed; `StagePeak` samples the resident set
-while a stage runs (a thread reading /proc a few times a second; the kernel's high-water mark
-is left alone, so `/usr/bin/time` still reports the whole job's true peak). Everything here is
+ends, but glibc may keep freed chunks of its heap (and of its per-thread arenas) mapped, and
+reference cycles wait for the collector; `release_freed` returns both before the next stage
+(after SFT the main job was back at 0.59 GB, `benchmarks/memory-cpu.md`). `StagePeak` samples
+the resident set while a stage runs (a thread reading /proc a few times a second; the kernel's
+high-water mark is left alone, so `/usr/bin/time` still reports the whole job's true peak). Everything here is
 a no-op where the platform lacks the feature (not Linux, not glibc).
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import resource
 import sys
@@ -48,6 +49,7 @@ def peak_rss_gb() -> float:
     return kib * 1024 / 1e9
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
     if not sys.platform.startswith("linux"):
         return None

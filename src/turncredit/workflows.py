@@ -164,11 +164,10 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
     report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), session)))
     # both evaluations played the identical games (same words, k, seeds): a paired comparison
     summary["rl_minus_sft"] = compare(summary["eval"]["after SFT"], summary["eval"]["after SFT + RL"])
+    summary["peak_rss_gb"] = round(peak_rss_gb(), 2)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
     print(format_comparison("RL − SFT", summary["rl_minus_sft"], cfg.eval.k))
-    summary["peak_rss_gb"] = round(peak_rss_gb(), 2)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"stage seconds: {json.dumps({k: v['seconds'] for k, v in summary['stages'].items()})}")
     print(f"peak RSS of the job: {summary['peak_rss_gb']} GB")
     print(f"summary: {run_dir / 'summary.json'}")

@@ -92,17 +92,14 @@ def sft_backward(session: PolicySession, dialogues: list[Dialogue], max_length: 
     accumulated gradient is that of `sft_loss` on the batch at once. Micro-batches group
     dialogues of similar length (less padding); only one micro-batch's activations are alive.
     """
-    tokens = [_dialogue_tokens(session, d, max_length) for d in dialogues]
+    tokens = sorted((_dialogue_tokens(session, d, max_length) for d in dialogues), key=lambda t: len(t[0]))
     size = micro_batch_size if micro_batch_size > 0 else len(tokens)
-    order = sorted(range(len(tokens)), key=lambda i: len(tokens[i][0])) if size < len(tokens) else list(range(len(tokens)))
-    chunks = [[tokens[i] for i in order[j:j + size]] for j in range(0, len(tokens), size)]
-    packed = [pack([ids for ids, _ in c], [m for _, m in c], session.pad_id) for c in chunks]
+    packed = [pack([ids for ids, _ in c], [m for _, m in c], session.pad_id)
+              for c in (tokens[j:j + size] for j in range(0, len(tokens), size))]
     total = sum(b.num_tokens for b in packed)
     loss = 0.0
     for b in packed:
-        with autocast(bf16):
-            logp, _ = action_logprobs(session.model, b)
-        part = (-logp * b.targets.to(logp.device)).sum() / max(total, 1)
+        part = sft_loss(session, b, bf16) * (b.num_tokens / max(total, 1))  # token-mean of j × N_j / N
         part.backward()
         loss += part.item()
     return loss, total

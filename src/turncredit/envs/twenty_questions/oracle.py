@@ -136,8 +136,9 @@ def _own_keys(synset_name: str) -> frozenset[str]:
 
 @ORACLES.register("wordnet")
 class WordNetOracle(Oracle):
-    exact = True
     """Category questions answered from WordNet's hypernym closure of the secret's synset."""
+
+    exact = True
 
     def __init__(self) -> None:
         self.wn = load_wordnet()

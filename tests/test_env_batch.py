@@ -10,7 +10,7 @@ import pytest
 from turncredit.chat import ChatBridge
 from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
 from turncredit.policy.backends import KVCacheBackend, SamplingParams
-from turncredit.rollout import RolloutStats, run_episodes
+from turncredit.rollout import RolloutStats, even_batches, run_episodes
 
 
 @dataclass
@@ -130,3 +130,22 @@ def test_rollout_with_concurrent_env_equals_serial(tiny_policy, smol_tokenizer):
         return [[(t.action_ids, t.observation) for t in e.turns] for e in eps]
 
     assert play(1) == play(4)
+
+
+def test_even_batches_split_the_episodes_as_evenly_as_the_cap_allows():
+    assert [len(r) for r in even_batches(200, 64)] == [50, 50, 50, 50]
+    assert [len(r) for r in even_batches(10, 4)] == [4, 3, 3]
+    assert even_batches(7, 0) == [range(0, 7)] and even_batches(0, 8) == []
+    parts = even_batches(131, 32)
+    assert parts[0].start == 0 and parts[-1].stop == 131
+    assert all(a.stop == b.start for a, b in zip(parts, parts[1:])) and max(map(len, parts)) <= 32
+
+
+def test_the_rollout_plays_its_episodes_in_even_batches(tiny_policy, smol_tokenizer):
+    bridge = ChatBridge(smol_tokenizer)
+    tasks = [Task(str(i), {"lifetime": 1}) for i in range(5)]
+    env = ToyEnv(ToyOptions(max_turns=2))
+    eps = run_episodes(env, KVCacheBackend(tiny_policy, bridge.end_of_turn_id, smol_tokenizer.pad_token_id),
+                       bridge, tasks, ["g"] * 5, SamplingParams(max_new_tokens=2), seed=0, batch_size=4)
+    assert env.batches == [["0", "1", "2"], ["3", "4"]]  # 3 + 2, not 4 + 1
+    assert [e.task["task_id"] for e in eps] == ["0", "1", "2", "3", "4"]

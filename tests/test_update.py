@@ -2,6 +2,7 @@
 
 import copy
 
+import pytest
 import torch
 
 import turncredit.train.trainer as trainer_mod
@@ -106,3 +107,33 @@ def test_activation_checkpointing_and_token_micro_batches_leave_the_update_uncha
         for (k, pa), pb in zip(plain.named_parameters(), model.parameters()):
             scale = pa.grad.abs().max().item()  # float noise of summing in other groupings, relative to it
             assert torch.allclose(pa.grad, pb.grad, rtol=1e-4, atol=1e-5 * scale), (name, k)
+
+
+def test_warmup_lr_rises_linearly_to_the_rate():
+    from turncredit.train.schedule import warmup_lr
+
+    assert [warmup_lr(8e-5, k, 4) for k in range(6)] == pytest.approx([2e-5, 4e-5, 6e-5, 8e-5, 8e-5, 8e-5])
+    assert warmup_lr(8e-5, 0, 0) == 8e-5 and warmup_lr(8e-5, 0, 1) == 8e-5
+
+
+def test_the_update_warms_its_rate_up_over_optimizer_steps_and_a_resume_continues(
+        tmp_path, tiny_policy, smol_tokenizer):
+    episodes = _rollout(tiny_policy, smol_tokenizer, tmp_path)
+    cfg = load_config(None, CFG + ["train.lr_warmup_steps=4", "train.minibatches=2"])
+    trainer = Trainer(cfg, tmp_path / "warm", session=PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer))
+    seen = []
+    trainer.optimizer.register_step_pre_hook(lambda opt, *_: seen.append(opt.param_groups[0]["lr"]))
+    trainer.update(episodes)  # 2 minibatches: optimizer steps 1 and 2
+    trainer.update(episodes)  # steps 3 and 4
+    trainer.update(episodes)  # warm: the full rate
+    assert seen == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2, 1e-2, 1e-2])
+
+    # a new optimizer that was restored with 3 steps taken goes on with the 4th rate
+    again = Trainer(cfg, tmp_path / "again", session=PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer))
+    again.optimizer.load_state_dict(copy.deepcopy(trainer.optimizer.state_dict()))
+    for state in again.optimizer.state.values():
+        state["step"] = torch.tensor(3.0)
+    rates = []
+    again.optimizer.register_step_pre_hook(lambda opt, *_: rates.append(opt.param_groups[0]["lr"]))
+    again.update(episodes)
+    assert rates == pytest.approx([1e-2, 1e-2])

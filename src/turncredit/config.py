@@ -95,6 +95,9 @@ class AlgoConfig:
 class TrainConfig:
     steps: int = 10
     lr: float = 3e-5
+    #: optimizer steps over which the learning rate rises linearly to `lr` (0 = none): Adam's
+    #: first steps move every weight by about lr whatever the gradient (see `warmup_lr`)
+    lr_warmup_steps: int = 0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     weight_decay: float = 0.0
     clip_low: float = 0.2
@@ -422,6 +425,7 @@ def _check_ranges(cfg: Config) -> None:
         ("algo.keep_group_fraction", 0 < cfg.algo.keep_group_fraction <= 1, "in (0, 1]"),
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
+        ("train.lr_warmup_steps", cfg.train.lr_warmup_steps >= 0, "≥ 0 (0 = no warm-up)"),
         ("train.micro_batch_size", cfg.train.micro_batch_size >= 1, "≥ 1"),
         ("train.micro_batch_tokens", cfg.train.micro_batch_tokens >= 0, "≥ 0 (0 = micro_batch_size episodes)"),
         ("rollout.max_new_tokens", cfg.rollout.max_new_tokens >= 1, "≥ 1"),

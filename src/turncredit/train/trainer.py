@@ -41,6 +41,7 @@ from turncredit.train.forward import (
     action_logprobs, autocast, enable_activation_checkpointing, episodes_to_batch, idle_batch, model_device,
 )
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
+from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr
 
 log = logging.getLogger(__name__)
 
@@ -388,6 +389,7 @@ class Trainer:
                     self.optimizer.zero_grad(set_to_none=True)
                     st.skipped_updates += 1
                     continue
+                set_lr(self.optimizer, warmup_lr(t.lr, optimizer_steps_taken(self.optimizer), t.lr_warmup_steps))
                 self.optimizer.step()
                 mb["gn"] = float(gn)
                 for k in sums:

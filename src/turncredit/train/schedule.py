@@ -1,0 +1,43 @@
+"""Learning-rate warm-up for the policy update.
+
+Adam's first steps are nearly sign-SGD: with bias correction, step 1 moves every weight by
+lr·g/|g| = ±lr whatever the gradient's size, and the next few steps barely less. Measured on the
+20 Questions main job (SmolLM2-135M, 2 minibatches a step): the policy's approx KL after one
+step was 0.02 at lr 5e-5 and 0.2–0.3 at lr 1e-4 with 4 minibatches, and the higher rate turned a
+34 % questioner into a 6 % one within two steps. A short linear warm-up keeps those first,
+gradient-blind steps small and lets the rate reach a useful size afterwards.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["optimizer_steps_taken", "set_lr", "warmup_lr"]
+
+
+def warmup_lr(lr: float, steps_taken: int, warmup_steps: int) -> float:
+    """The rate of the next optimizer step, `steps_taken` having been taken:
+
+        lr_k = lr · min(1, (k + 1) / W)      k = steps_taken, W = warmup_steps (W = 0: lr)
+
+    so with W = 4 the first four steps use lr/4, lr/2, 3lr/4, lr.
+    """
+    if warmup_steps <= 0:
+        return lr
+    return lr * min(1.0, (steps_taken + 1) / warmup_steps)
+
+
+def optimizer_steps_taken(optimizer: torch.optim.Optimizer) -> int:
+    """Steps the optimizer has applied, read from its own state (so a resumed run, whose state
+    was restored from the checkpoint, continues the schedule where it stopped)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            step = optimizer.state.get(p, {}).get("step")
+            if step is not None:
+                return int(step)
+    return 0
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

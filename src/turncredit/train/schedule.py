@@ -2,10 +2,10 @@
 
 Adam's first steps are nearly sign-SGD: with bias correction, step 1 moves every weight by
 lr·g/|g| = ±lr whatever the gradient's size, and the next few steps barely less. Measured on the
-20 Questions main job (SmolLM2-135M, 2 minibatches a step): the policy's approx KL after one
-step was 0.02 at lr 5e-5 and 0.2–0.3 at lr 1e-4 with 4 minibatches, and the higher rate turned a
-34 % questioner into a 6 % one within two steps. A short linear warm-up keeps those first,
-gradient-blind steps small and lets the rate reach a useful size afterwards.
+20 Questions main job (SmolLM2-135M): the update's approx KL in the first RL step was 0.02 at
+lr 5e-5 (2 minibatches) and 0.2–0.3 at lr 1e-4 (4 minibatches), after which one run won 6 % of
+its next step's training games instead of 47 % (benchmarks/20q-learning-diagnosis.md). A short
+linear warm-up keeps those first, gradient-blind steps small.
 """
 
 from __future__ import annotations

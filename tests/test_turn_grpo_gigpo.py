@@ -142,3 +142,20 @@ def test_process_grpo_gamma_zero_keeps_each_steps_own_reward():
     assert adv[0][1] < 0 and adv[1][0] < 0
     with pytest.raises(ValueError, match="gamma"):
         compute_advantages("process_grpo", ["g"], [[1.0]], gamma=1.5)
+
+
+def test_turn_reinforce_keeps_a_penalty_every_peer_paid():
+    # two trajectories idle at t=1 (−1 each) and at t=0 one informative (0.7) vs one repeat (−2)
+    rewards = [[0.7, -1.0, 2.0], [-2.0, -1.0]]
+    assert compute_advantages("turn_reinforce", ["g", "g"], rewards) == [[0.7, -1.0, 2.0], [-2.0, -1.0]]
+    half = compute_advantages("turn_reinforce", ["g", "g"], rewards, baseline_weight=0.5)
+    # means: t=0 (0.7 − 2)/2 = −0.65, t=1 −1, t=2 (2 + 0 (finished))/2 = 1
+    assert half[0] == approx([0.7 + 0.325, -1.0 + 0.5, 2.0 - 0.5])
+    assert half[1] == approx([-2.0 + 0.325, -1.0 + 0.5])
+    # the idle turn at t=1 stays negative for β < 1; turn_grpo (β = 1) cancels it
+    flat = compute_advantages("turn_grpo", ["g", "g"], rewards, normalize_std=False)
+    assert flat[0][1] == flat[1][1] == 0.0
+    full = compute_advantages("turn_reinforce", ["g", "g"], rewards, baseline_weight=1.0)
+    assert [full[0] == approx(flat[0]), full[1] == approx(flat[1])] == [True, True]
+    with pytest.raises(ValueError, match="baseline_weight must be in"):
+        compute_advantages("turn_reinforce", ["g"], [[1.0]], baseline_weight=1.5)

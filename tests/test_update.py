@@ -1,4 +1,4 @@
-"""The PPO update: one forward per micro-batch when the policy cannot have moved."""
+"""The PPO update: no separate old-log-prob forward for a micro-batch seen before the policy moves."""
 
 import copy
 
@@ -18,8 +18,9 @@ CFG = [
 ]
 
 
-def _update(model, tokenizer, tmp_path, name, episodes):
-    trainer = Trainer(load_config(None, CFG), tmp_path / name, session=PolicySession.from_model(model, tokenizer))
+def _update(model, tokenizer, tmp_path, name, episodes, extra=()):
+    cfg = load_config(None, CFG + list(extra))
+    trainer = Trainer(cfg, tmp_path / name, session=PolicySession.from_model(model, tokenizer))
     calls = []  # every forward pass goes through the scorer (which may run a shared opening separately)
     hook = trainer.scorer.register_forward_hook(lambda *_: calls.append(1))
     try:
@@ -29,8 +30,9 @@ def _update(model, tokenizer, tmp_path, name, episodes):
     return stats, len(calls)
 
 
-def test_single_pass_update_equals_the_two_pass_update_with_half_the_forwards(
-        tmp_path, tiny_policy, smol_tokenizer, monkeypatch):
+@pytest.mark.parametrize("minibatches, passes", [(1, 2), (2, 3)])
+def test_old_log_probs_of_the_first_minibatch_come_from_its_gradient_pass(
+        tmp_path, tiny_policy, smol_tokenizer, monkeypatch, minibatches, passes):
     cfg = load_config(None, CFG)
     session = PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer)
     episodes, _ = Trainer(cfg, tmp_path / "roll", session=session).rollout(1)
@@ -39,15 +41,17 @@ def test_single_pass_update_equals_the_two_pass_update_with_half_the_forwards(
         for t in ep.turns:
             t.advantage = 1.0 if i % 2 else -1.0
 
+    extra = [f"train.minibatches={minibatches}"]
     a = copy.deepcopy(tiny_policy)
-    one, n_one = _update(a, smol_tokenizer, tmp_path, "one", episodes)
-    monkeypatch.setattr(trainer_mod, "reuse_gradient_pass", lambda t: False)
+    one, n_one = _update(a, smol_tokenizer, tmp_path, "one", episodes, extra)
+    monkeypatch.setattr(trainer_mod, "needs_old_pass", lambda schedule, n: list(range(n)))
     b = copy.deepcopy(tiny_policy)
-    two, n_two = _update(b, smol_tokenizer, tmp_path, "two", episodes)
+    two, n_two = _update(b, smol_tokenizer, tmp_path, "two", episodes, extra)
 
-    micro_batches = 2  # 4 episodes, micro_batch_size 2
-    assert (n_one, n_two) == (micro_batches, 2 * micro_batches)
-    assert one.optimizer_steps == two.optimizer_steps == 1
+    micro_batches = 2  # 4 episodes, micro_batch_size 2: one per minibatch when there are two
+    # one minibatch: no separate pass; two: only the second minibatch's micro-batch is scored first
+    assert (n_one, n_two) == (passes, 2 * micro_batches)
+    assert one.optimizer_steps == two.optimizer_steps == minibatches
     assert abs(one.loss - two.loss) < 1e-6 and abs(one.logprob_gap - two.logprob_gap) < 1e-6
     moved = 0
     for (k, pa), pb, p0 in zip(a.named_parameters(), b.parameters(), tiny_policy.parameters()):
@@ -56,6 +60,19 @@ def test_single_pass_update_equals_the_two_pass_update_with_half_the_forwards(
     assert moved
     assert one.sequence_tokens == sum(len(ep.token_ids()) for ep in episodes)
     assert 0 < one.tokens < one.sequence_tokens
+
+
+def test_every_minibatch_after_the_first_is_scored_before_the_policy_moves():
+    import random
+
+    from turncredit.config import TrainConfig
+    from turncredit.train.trainer import minibatch_schedule, needs_old_pass
+
+    t = TrainConfig(ppo_epochs=2, minibatches=2)
+    schedule = minibatch_schedule(5, t, random.Random(0))
+    assert len(schedule) == 2 and all(sorted(sum(groups, [])) == list(range(5)) for groups in schedule)
+    assert needs_old_pass(schedule, 5) == sorted(set(range(5)) - set(schedule[0][0]))
+    assert needs_old_pass(minibatch_schedule(5, TrainConfig(), random.Random(0)), 5) == []
 
 
 def _rollout(tiny_policy, smol_tokenizer, tmp_path):

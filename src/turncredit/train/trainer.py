@@ -61,10 +61,23 @@ class UpdateStats:
     skipped_updates: int = 0  # optimizer steps not taken because the loss or gradient was not finite
 
 
-def reuse_gradient_pass(t: TrainConfig) -> bool:
-    """With one epoch and one minibatch the policy has not moved when a micro-batch is seen, so
-    its old log-probs are the gradient pass's own, detached: no separate no-grad forward."""
-    return t.ppo_epochs == 1 and t.minibatches == 1
+def minibatch_schedule(n: int, t: TrainConfig, rng: random.Random) -> list[list[list[int]]]:
+    """Per epoch, the minibatches (lists of micro-batch indices) in the order they are applied:
+    each epoch reshuffles the previous epoch's order and deals it into `minibatches` groups."""
+    order, epochs = list(range(n)), []
+    for _ in range(t.ppo_epochs):
+        rng.shuffle(order)
+        epochs.append([order[i::t.minibatches] for i in range(t.minibatches)])
+    return epochs
+
+
+def needs_old_pass(schedule: list[list[list[int]]], n: int) -> list[int]:
+    """Micro-batches whose old log-probs need a separate no-grad forward before the first
+    optimizer step. The first minibatch of the first epoch is seen before the policy moves, so
+    its old log-probs are its gradient pass's own, detached (one epoch and one minibatch: none
+    at all); every later one must be scored by the policy that sampled."""
+    first = set(schedule[0][0]) if schedule and schedule[0] else set()
+    return [i for i in range(n) if i not in first]
 
 
 def micro_batches(episodes: list[Episode], t: TrainConfig) -> list[list[Episode]]:
@@ -321,23 +334,25 @@ class Trainer:
         device = model_device(self.model)
         batches = [episodes_to_batch(c, pad).to(device) for c in micro_batches(episodes, t)]
 
+        schedule = minibatch_schedule(len(batches), t, random.Random(self.cfg.run.seed * 7919 + self.step_idx))
         # old log-probs come from the trainer's own forward pass, not the sampler
-        single_pass = reuse_gradient_pass(t)
+        scored = needs_old_pass(schedule, len(batches))
+        idle = idle_batch(self.session.pad_id)
         # a sharded forward is a collective: every rank runs as many as the busiest one
-        padded = batches + [idle_batch(self.session.pad_id)] * (self.dist.forward_passes(len(batches)) - len(batches))
         self.model.eval()
         with torch.no_grad(), autocast(self.bf16):
-            olds = [None if single_pass else action_logprobs(self.scorer, b, temp)[0] for b in padded][:len(batches)]
+            olds: list[torch.Tensor | None] = [None] * len(batches)
+            for i in scored + [-1] * (self.dist.forward_passes(len(scored)) - len(scored)):
+                logp = action_logprobs(self.scorer, batches[i] if i >= 0 else idle, temp)[0]
+                if i >= 0:
+                    olds[i] = logp
+            padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
             refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)] if t.kl != "none" else None
         gap = 0.0
 
         self.model.train()
-        rng = random.Random(self.cfg.run.seed * 7919 + self.step_idx)
-        order = list(range(len(batches)))
         sums: dict[str, float] = {"loss": 0.0, "clip": 0.0, "akl": 0.0, "rkl": 0.0, "ent": 0.0, "gn": 0.0}
-        for _ in range(t.ppo_epochs):
-            rng.shuffle(order)
-            groups = [order[i::t.minibatches] for i in range(t.minibatches)]
+        for groups in schedule:
             for group in groups:
                 sizes = [self._micro_size(batches[i]) for i in group]
                 total = self.dist.sum_floats([sum(sizes)])[0]  # the minibatch over all ranks

@@ -346,8 +346,10 @@ class Trainer:
                 logp = action_logprobs(self.scorer, batches[i] if i >= 0 else idle, temp)[0]
                 if i >= 0:
                     olds[i] = logp
-            padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
-            refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)] if t.kl != "none" else None
+            refs = None
+            if t.kl != "none":
+                padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
+                refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)]
         gap = 0.0
 
         self.model.train()

@@ -24,21 +24,30 @@ def listed_words(ep) -> set[str]:
 
 
 def turn_kinds(episodes) -> Counter:
+    """Turns by kind; where the environment recorded exact belief gains, a category question or
+    a listed guess is split by whether its answer ruled out any listed word still possible."""
     kinds: Counter = Counter()
     for ep in episodes:
         listed = listed_words(ep)
-        for t in ep.turns:
+        for i, t in enumerate(ep.turns):
             label = t.info.get("label")
             guess = GUESS.match(t.action_text.strip())
             if label in ("Invalid", "Repeated"):
                 kinds[label.lower()] += 1
             elif "kind of" in t.action_text:
-                kinds["category question"] += 1
+                kinds["category question" + _gain(t)] += 1
             elif guess and guess.group(1) in listed:
-                kinds["guess, listed word"] += 1
+                won = ep.success and i == len(ep.turns) - 1
+                kinds["guess, listed word" + (", the winning one" if won else _gain(t))] += 1
             else:
                 kinds["guess, word not listed"] += 1
     return kinds
+
+
+def _gain(turn) -> str:
+    if turn.belief_gain is None:
+        return ""
+    return ", rules out some" if turn.belief_gain > 0 else ", rules out none"
 
 
 if __name__ == "__main__":
@@ -49,4 +58,4 @@ if __name__ == "__main__":
         won = sum(ep.success for ep in eps)
         print(f"{path}: {len(eps)} games, {won} won, {total} turns")
         for k, n in kinds.most_common():
-            print(f"  {k:<24} {n:>6}  {100 * n / total:5.1f} %")
+            print(f"  {k:<40} {n:>6}  {100 * n / total:5.1f} %")

@@ -6,6 +6,12 @@ CSV, so its nltk.download-based lemma fallback never runs).
 
     .venv/bin/python scripts/build_words.py            # writes data/words/*.tsv
     .venv/bin/python scripts/build_words.py --check    # rebuild in memory, compare with the files
+    .venv/bin/python scripts/build_words.py --wide-train 4000 --out DIR   # + DIR/train-wide.tsv
+
+`--wide-train N` also writes a training list of the 1,000 training words plus the next N most
+frequent qualifying nouns (never a val or test word): with `env.options.words_train` pointed at
+it, demonstrations and RL games draw their secrets and listed distractors from a vocabulary too
+large to memorise, so a model must read the list in the prompt to guess from it.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ def concreteness_table() -> dict[str, float]:
         return {r["Word"]: float(r["Concreteness"]) for r in csv.DictReader(f) if r["Concreteness"]}
 
 
-def build_rows() -> dict[str, list[tuple[str, str, str, str]]]:
+def build_rows(wide_train: int = 0) -> dict[str, list[tuple[str, str, str, str]]]:
+    """The three splits, and with `wide_train` > 0 also "train-wide" (see the module docstring)."""
     from wordfreq import zipf_frequency
 
     wn = load_wordnet()
@@ -68,6 +75,11 @@ def build_rows() -> dict[str, list[tuple[str, str, str, str]]]:
     for split, n in SPLIT_SIZES.items():
         out[split] = rows[i : i + n]
         i += n
+    if wide_train > 0:
+        extra = [(w, s, c, f"{z:.2f}") for _, w, s, c, z in scored[NUM_WORDS:NUM_WORDS + wide_train]]
+        if len(extra) < wide_train:
+            raise SystemExit(f"build_words: only {len(extra)} nouns beyond the splits, asked for {wide_train}")
+        out["train-wide"] = out["train"] + extra
     return out
 
 
@@ -79,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=repo_root() / "data" / "words")
     ap.add_argument("--check", action="store_true", help="compare with the files, write nothing")
+    ap.add_argument("--wide-train", type=int, default=0, metavar="N",
+                    help="also write train-wide.tsv: the training words + the next N most frequent nouns")
     args = ap.parse_args(argv)
-    splits = build_rows()
+    splits = build_rows(args.wide_train)
     stale = []
     for split, rows in splits.items():
         path = args.out / f"{split}.tsv"

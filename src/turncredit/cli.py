@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expert", action="store_true",
                    help="also evaluate the scripted expert questioner (the ceiling)")
     p.add_argument("--out", help="write the results as JSON to this file")
+    p.add_argument("--episodes", help="write the model's games as JSONL Episodes to this file "
+                   "(what `benchmarks/turn_kinds.py` and `turncredit report` read)")
 
     p = sub.add_parser("sft", help="supervised warm start on dialogues (assistant tokens only)",
                        description="Fine-tune model.name on sft.data (JSONL of Episodes or "
@@ -181,9 +183,14 @@ def cmd_eval(cfg, args) -> int:
     from turncredit.evaluate import EXPERT_ROW, format_table
     from turncredit.workflows import evaluate_expert, evaluate_model
 
+    from turncredit.episode import write_episodes
+
     rows = {}
     name = args.model or cfg.model.name
-    rows[name] = evaluate_model(cfg, name)[0]
+    rows[name], episodes = evaluate_model(cfg, name)
+    if args.episodes:
+        Path(args.episodes).parent.mkdir(parents=True, exist_ok=True)
+        write_episodes(args.episodes, episodes)
     if args.expert:
         rows[EXPERT_ROW] = evaluate_expert(cfg)
     print(format_table(rows, cfg.eval.k))

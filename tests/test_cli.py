@@ -151,3 +151,11 @@ def test_compare_prints_the_paired_difference_of_two_evaluations(tmp_path, capsy
     (tmp_path / "bad.json").write_text(json.dumps({"m": {"mean_at_k": 0.5}}))
     assert main(["compare", str(tmp_path / "bad.json"), str(tmp_path / "rl.json")]) == 2
     assert "expected one model's evaluation with per_task_success" in capsys.readouterr().err
+
+
+def test_compare_names_two_files_of_one_name_by_their_folders():
+    from turncredit.cli import distinct_labels
+
+    assert distinct_labels("runs/sft/eval.json", "runs/rl/eval.json") == ("sft/eval", "rl/eval")
+    assert distinct_labels("a/x/run/eval.json", "b/x/run/eval.json") == ("a/x/run/eval", "b/x/run/eval")
+    assert distinct_labels("sft.json", "out/rl.json") == ("sft", "rl")

@@ -342,12 +342,23 @@ def cmd_check(cfg, args) -> int:
     return 0
 
 
+def distinct_labels(a: str, b: str) -> tuple[str, str]:
+    """Short names for two result files: their stems, or as many trailing path parts as it
+    takes to tell them apart (runs/x/eval.json vs runs/y/eval.json → x/eval, y/eval)."""
+    pa, pb = Path(a).with_suffix("").parts, Path(b).with_suffix("").parts
+    n = 1
+    while pa[-n:] == pb[-n:] and n < max(len(pa), len(pb)):
+        n += 1
+    return "/".join(pa[-n:]), "/".join(pb[-n:])
+
+
 def cmd_compare(cfg, args) -> int:
     from turncredit.evaluate import compare, format_comparison, read_model_evaluation
 
     before, after = read_model_evaluation(args.before), read_model_evaluation(args.after)
     c = compare(before, after)
-    print(format_comparison(f"{Path(args.after).stem} − {Path(args.before).stem}", c, before["k"]))
+    name_before, name_after = distinct_labels(args.before, args.after)
+    print(format_comparison(f"{name_after} − {name_before}", c, before["k"]))
     if args.out:
         Path(args.out).write_text(json.dumps(c, indent=2))
     return 0

@@ -68,6 +68,47 @@ def test_a_study_trains_every_arm_and_seed_then_tabulates_and_plots(tmp_path, ti
     assert main(["study", str(spec), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert printed.count("done before") == 4 and "[start] evaluated before" in printed
+    assert "Partial" not in (out / "table.md").read_text()
+
+    # seed-major, with the table rewritten after every run: stopped in the last run (gigpo seed 1),
+    # the table already compares both arms on seed 0 and says what is missing
+    import turncredit.study as study
+
+    (out / "gigpo" / "seed_1" / "eval.json").unlink()
+
+    def stopped(cfg, run_dir):
+        raise KeyboardInterrupt
+
+    saved, study.run_arm = study.run_arm, stopped
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            main(["study", str(spec), "--out", str(out)])
+    finally:
+        study.run_arm = saved
+    table = (out / "table.md").read_text()
+    assert "**Partial: 3 of 4 runs finished**" in table and "| gigpo − starpo |" in table
+    partial = json.loads((out / "results.json").read_text())
+    assert set(partial["runs"]["gigpo"]) == {"0"} and set(partial["runs"]["starpo"]) == {"0", "1"}
+    assert partial["summary"]["arms"]["gigpo"]["values"] == [res["runs"]["gigpo"]["0"]["mean_at_k"]]
+
+
+def test_a_study_refuses_to_continue_from_another_start_model(tmp_path, tiny, tiny_policy, smol_tokenizer, capsys):
+    """Finished runs trained from one checkpoint; a later session whose SFT came out different
+    (other hardware, other seed) must not mix its runs into the same table."""
+    import torch
+
+    spec = write_spec(tmp_path, tiny, arms={"starpo": {"config": "configs/20q-starpo.yaml"}},
+                      budget=["train.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2"])
+    out = tmp_path / "out"
+    assert main(["study", str(spec), "--out", str(out)]) == 0
+    assert json.loads((out / "start" / "eval.json").read_text())["model_fingerprint"].startswith("sha256:")
+    with torch.no_grad():
+        next(tiny_policy.parameters()).add_(1.0)
+    save_checkpoint(tiny_policy, smol_tokenizer, tiny)  # the same path, other weights
+    capsys.readouterr()
+    assert main(["study", str(spec), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "is not the model this study started from" in err and str(out / "start" / "eval.json") in err
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, tiny, capsys):

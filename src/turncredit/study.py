@@ -25,6 +25,7 @@ OUT/table.md and OUT/curves_<metric>.png (learning curves, mean over seeds, min�
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -133,17 +134,43 @@ def train_seconds(run_dir: Path) -> float:
     return sum(float(row.get(k, 0.0)) for _, row in iter_jsonl(run_dir / "metrics.jsonl", "metrics line") for k in keys)
 
 
+def model_fingerprint(name: str) -> str:
+    """What identifies the starting model: a digest of a local checkpoint's weight files (so a
+    study continued in a later session, from an SFT retrained on other hardware, is caught), else
+    the name itself (a hub id or a packaged model does not change under it)."""
+    path = Path(name).expanduser()
+    files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")) if path.is_dir() else []
+    if not files:
+        return name
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 24), b""):
+                digest.update(block)
+    return "sha256:" + digest.hexdigest()[:16]
+
+
 def evaluate_start(cfg: Config, out: Path) -> dict[str, Any]:
-    """The common starting model on the held-out games (once; reused like a finished run)."""
+    """The common starting model on the held-out games (once; reused like a finished run, and
+    only while the model is the one it evaluated: every finished run started from it)."""
     from turncredit.workflows import evaluate_model
 
     path = out / "start" / "eval.json"
+    fingerprint = model_fingerprint(cfg.model.name)
     done = _finished(path)
     if done is not None:
+        before = done.get("model_fingerprint")
+        if before is not None and before != fingerprint:
+            raise ConfigError(
+                f"study: model.name {cfg.model.name!r} ({fingerprint}) is not the model this study started from "
+                f"({before}, {path}); its finished runs trained from that one. Restore that checkpoint, or "
+                "start the study in a new --out")
         print(f"[start] evaluated before, reusing {path}", flush=True)
         return done
     print(f"[start] evaluating {cfg.model.name}", flush=True)
     res, _ = evaluate_model(cfg, cfg.model.name)
+    res["model_fingerprint"] = fingerprint
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=2))
     return res
@@ -165,21 +192,30 @@ def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dic
     out.mkdir(parents=True, exist_ok=True)
     start = evaluate_start(next(iter(configs.values())), out)
     results: dict[str, dict[int, dict[str, Any]]] = {a.name: {} for a in spec.arms}
-    for arm in spec.arms:
-        for seed in spec.seeds:
+    for seed in spec.seeds:  # seed-major: a study stopped part-way has compared every arm on the first seeds
+        for arm in spec.arms:
             run_dir = out / arm.name / f"seed_{seed}"
             done = _finished(run_dir / "eval.json")
             if done is not None:
                 print(f"[{arm.name} seed {seed}] done before, reusing {run_dir / 'eval.json'}", flush=True)
-                results[arm.name][seed] = done
-                continue
-            print(f"[{arm.name} seed {seed}] training into {run_dir}", flush=True)
-            results[arm.name][seed] = run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir)
-    summary = summarise(spec, results, start)
-    (out / "results.json").write_text(json.dumps({"spec": spec_dict(spec), "start": start, "runs": results,
+            else:
+                print(f"[{arm.name} seed {seed}] training into {run_dir}", flush=True)
+            results[arm.name][seed] = done if done is not None else run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir)
+            summary = write_results(spec, out, results, start)  # after every run, so a stop loses no table
+    plot_curves(spec, out)
+    return summary
+
+
+def write_results(spec: StudySpec, out: Path, results: dict[str, dict[int, dict[str, Any]]],
+                  start: dict[str, Any]) -> dict[str, Any]:
+    """results.json and table.md over the runs finished so far (arms with none left out)."""
+    finished = {arm: dict(sorted(by_seed.items())) for arm, by_seed in results.items() if by_seed}
+    summary = summarise(spec, finished, start)
+    total = len(spec.arms) * len(spec.seeds)
+    summary["runs_finished"], summary["runs_total"] = sum(map(len, finished.values())), total
+    (out / "results.json").write_text(json.dumps({"spec": spec_dict(spec), "start": start, "runs": finished,
                                                   "summary": summary}, indent=2))
     (out / "table.md").write_text(format_table(spec, summary))
-    plot_curves(spec, out)
     return summary
 
 
@@ -229,12 +265,16 @@ def format_table(spec: StudySpec, summary: dict[str, Any]) -> str:
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
     span = lambda iv: f"[{100 * iv[0]:+.1f}, {100 * iv[1]:+.1f}]"  # noqa: E731
     lines = [f"Study {spec.name}: {len(spec.seeds)} seeds ({', '.join(map(str, spec.seeds))}); budget: "
-             f"{' '.join(spec.budget) or 'the configs own'}", "",
-             f"Start (no RL): Mean@k {pct(st['mean'])} [{pct(st['interval'][0])}, {pct(st['interval'][1])}], "
-             f"repeated {pct(st['repeated_rate'])} %, invalid {pct(st['invalid_rate'])} %", "",
-             f"| arm | {spec.metric} mean ± std over seeds | Mean@k 95 % interval (seeds × words) | Mean@k gain over start "
-             "(paired 95 %) | per seed | Pass@k | repeated | invalid | wall time per run |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"{' '.join(spec.budget) or 'the configs own'}", ""]
+    done, total = summary.get("runs_finished"), summary.get("runs_total")
+    if done is not None and done < total:
+        lines += [f"**Partial: {done} of {total} runs finished** (run the study again to continue); an arm's "
+                  "interval covers the seeds it has.", ""]
+    lines += [f"Start (no RL): Mean@k {pct(st['mean'])} [{pct(st['interval'][0])}, {pct(st['interval'][1])}], "
+              f"repeated {pct(st['repeated_rate'])} %, invalid {pct(st['invalid_rate'])} %", "",
+              f"| arm | {spec.metric} mean ± std over seeds | Mean@k 95 % interval (seeds × words) | Mean@k gain over "
+              "start (paired 95 %) | per seed | Pass@k | repeated | invalid | wall time per run |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for arm, s in summary["arms"].items():
         per_seed = ", ".join(pct(v) for v in s["values"])
         star = " *" if s["gain_significant"] else ""

@@ -125,3 +125,36 @@ def test_exact_belief_shaper_pays_the_environments_gain_but_not_the_winning_turn
     assert [t.info["belief_reward"] for t in idle.turns] == pytest.approx([1.0, -0.5, 0.0])
     with pytest.raises(ValueError, match="exact_belief: true"):
         SHAPERS.get("exact_belief")([episode([0.5, None, 1.2], False)], 1)
+
+
+def test_an_idle_cost_on_the_advantage_survives_a_group_where_every_peer_was_idle():
+    """Group of two, both idle on turn 2; A's turn 1 halves the list (log 2), B's turn 1 is idle.
+    turn_reinforce with β = 1 centres each turn index on the group's mean:
+    cost on the reward:    r = A [log2 − 0, −1], B [−1, −1] → turn 2: −1 − (−1) = 0 for both
+    cost on the advantage: r = A [log2, 0],      B [0, 0]    → A [log2/2 − 0, 0 − 1], B [−log2/2 − 1, 0 − 1]"""
+    import math
+
+    from turncredit.credit import assign_advantages
+    from turncredit.episode import Episode, Turn
+    from turncredit.rewards import SHAPERS
+
+    def group():
+        return [Episode({"secret": "dog"}, "g", [], [Turn([], [], [], "q?", belief_gain=g) for g in gains])
+                for gains in ([math.log(2), 0.0], [0.0, 0.0])]
+
+    on_reward = group()
+    SHAPERS.get("exact_belief")(on_reward, 1, lam=1.0, idle_cost=1.0)
+    assign_advantages(on_reward, "turn_reinforce", baseline_weight=1.0)
+    h = (math.log(2) + 1.0) / 2
+    assert [[t.advantage for t in ep.turns] for ep in on_reward] == [pytest.approx([h, 0.0]), pytest.approx([-h, 0.0])]
+
+    on_adv = group()
+    SHAPERS.get("exact_belief")(on_adv, 1, lam=1.0, idle_cost=1.0, idle_cost_on="advantage")
+    assert [t.advantage_penalty for t in on_adv[1].turns] == [1.0, 1.0] and on_adv[0].turns[0].advantage_penalty == 0.0
+    assign_advantages(on_adv, "turn_reinforce", baseline_weight=1.0)
+    h = math.log(2) / 2
+    assert [[t.advantage for t in ep.turns] for ep in on_adv] == [pytest.approx([h, -1.0]), pytest.approx([-h - 1.0, -1.0])]
+    SHAPERS.get("exact_belief")(on_adv, 2, lam=1.0, idle_cost=1.0)  # shaping again, on the reward: no penalty left
+    assert all(t.advantage_penalty == 0.0 for ep in on_adv for t in ep.turns)
+    with pytest.raises(ValueError, match="idle_cost_on must be"):
+        SHAPERS.get("exact_belief")(group(), 1, idle_cost_on="return")

@@ -33,6 +33,9 @@ class Turn:
     answer: str | None = None
     #: the environment's exact rise in log posterior of the answer this turn (`StepResult.belief_gain`)
     belief_gain: float | None = None
+    #: a cost a reward shaper charges to the turn's *advantage* (subtracted after the credit
+    #: estimator, so no group or turn-index baseline cancels it when every peer paid it too)
+    advantage_penalty: float = 0.0
 
     @property
     def num_action_tokens(self) -> int:

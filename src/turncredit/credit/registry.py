@@ -75,7 +75,9 @@ EPISODE_INPUTS: dict[str, Callable[[Episode], Any]] = {
 
 
 def assign_advantages(episodes: list[Episode], name: str, **options: Any) -> None:
-    """Write `Turn.advantage` on every turn of `episodes`, in place.
+    """Write `Turn.advantage` on every turn of `episodes`, in place:
+
+        A_{i,t} = estimator(rewards)_{i,t} − p_{i,t}        (p = `Turn.advantage_penalty`, 0 unless a shaper set it)
 
     Aborted episodes are left out of the group statistics (they are not passed to the
     estimator at all) and get advantage 0.0 on every turn. An estimator that names a key of
@@ -92,7 +94,7 @@ def assign_advantages(episodes: list[Episode], name: str, **options: Any) -> Non
     )
     for ep, ep_adv in zip(live, adv):
         for turn, a in zip(ep.turns, ep_adv):
-            turn.advantage = float(a)
+            turn.advantage = float(a) - turn.advantage_penalty
     for ep in episodes:
         if ep.aborted:
             for turn in ep.turns:

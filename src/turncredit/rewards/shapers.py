@@ -66,7 +66,8 @@ def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: f
 
 
 @SHAPERS.register("exact_belief")
-def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 1.0, idle_cost: float = 0.0) -> None:
+def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 1.0, idle_cost: float = 0.0,
+                        idle_cost_on: str = "reward") -> None:
     """ΔBelief with the environment's exact posterior instead of the policy's estimate:
 
         bonus_t = λ·max(Δ log b_t, 0) − c·[Δ log b_t = 0 and turn t does not win]
@@ -76,10 +77,16 @@ def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 
     (`belief_bonus`). A turn that gains nothing asked a question whose answer the earlier
     answers already determined (a guess outside the list or of a word ruled out, a category
     none of the remaining words differ on, a repeat): `idle_cost` c charges it, as the game's
-    repeat penalty charges a literal repeat. No forward passes: the environment computes the
-    gains while it answers. Aborted episodes are not shaped."""
+    repeat penalty charges a literal repeat. `idle_cost_on` says where: "reward" (in the bonus
+    above, so the estimator's baseline sees it) or "advantage" (`Turn.advantage_penalty`: taken
+    off the turn's advantage after the estimator, so it reaches an idle turn even when every
+    peer at that turn was idle too — a group-centred cost cancels there, benchmarks/
+    20q-learning-diagnosis.md K). No forward passes: the environment computes the gains while it
+    answers. Aborted episodes are not shaped."""
     from turncredit.rewards.belief import gain_bonus
 
+    if idle_cost_on not in ("reward", "advantage"):
+        raise ValueError(f"exact_belief: idle_cost_on must be 'reward' or 'advantage', got {idle_cost_on!r}")
     live = [ep for ep in episodes if not ep.aborted and ep.turns]
     for ep in live:
         if any(t.belief_gain is None for t in ep.turns):
@@ -93,7 +100,10 @@ def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 
         gains = [float(t.belief_gain) for t in ep.turns]  # type: ignore[arg-type]
         row = gain_bonus(gains, ep.success, lam)
         idle = [g <= 0.0 and not (ep.success and t == len(gains) - 1) for t, g in enumerate(gains)]
-        bonus.append([b - idle_cost * i for b, i in zip(row, idle)])
+        on_reward = idle_cost if idle_cost_on == "reward" else 0.0
+        bonus.append([b - on_reward * i for b, i in zip(row, idle)])
+        for turn, i in zip(ep.turns, idle):
+            turn.advantage_penalty = idle_cost * i if idle_cost_on == "advantage" else 0.0
     add_step_bonus(live, bonus, "belief_reward")
 
 

@@ -122,11 +122,12 @@ def test_activation_checkpointing_and_token_micro_batches_leave_the_update_uncha
         model, other = results[name]
         assert abs(other.loss - st.loss) < 1e-5, name
         for (k, pa), pb in zip(plain.named_parameters(), model.parameters()):
-            # float noise of summing in other groupings is relative to the tensor's norm, not to each
-            # element (an element where micro-batches cancel carries their rounding); a lost or
-            # mis-scaled micro-batch moves the norm by O(1)
+            # float noise of summing in other groupings, relative to the tensor's norm: a key
+            # projection's gradient is a small remainder of larger per-token terms (softmax ignores
+            # a shift shared by all keys), so its rounding reached 1.4e-4 in one full-suite run;
+            # a lost or mis-scaled micro-batch moves the norm by O(0.1-1)
             err = ((pa.grad - pb.grad).norm() / pa.grad.norm().clamp_min(1e-12)).item()
-            assert err < 1e-4, (name, k, err)
+            assert err < 1e-3, (name, k, err)
 
 
 def test_warmup_lr_rises_linearly_to_the_rate():

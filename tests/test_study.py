@@ -55,7 +55,9 @@ def test_a_study_trains_every_arm_and_seed_then_tabulates_and_plots(tmp_path, ti
         expected = sum(r[w] for r in runs for w in start) / (2 * len(start)) - sum(start.values()) / len(start)
         assert s["gain"] == pytest.approx(expected)
         assert s["gain_interval"][0] <= s["gain"] <= s["gain_interval"][1]
-    assert (out / "start" / "eval.json").is_file()
+    from turncredit.study import model_fingerprint, start_dir
+
+    assert (start_dir(out, model_fingerprint(str(tiny))) / "eval.json").is_file()
     assert set(res["summary"]["pairs"]) == {"gigpo − starpo"}
     table = (out / "table.md").read_text()
     assert "| starpo |" in table and "| gigpo |" in table and "mean_at_k mean ± std" in table
@@ -76,7 +78,7 @@ def test_a_study_trains_every_arm_and_seed_then_tabulates_and_plots(tmp_path, ti
 
     (out / "gigpo" / "seed_1" / "eval.json").unlink()
 
-    def stopped(cfg, run_dir):
+    def stopped(cfg, run_dir, start_fingerprint):
         raise KeyboardInterrupt
 
     saved, study.run_arm = study.run_arm, stopped
@@ -92,23 +94,50 @@ def test_a_study_trains_every_arm_and_seed_then_tabulates_and_plots(tmp_path, ti
     assert partial["summary"]["arms"]["gigpo"]["values"] == [res["runs"]["gigpo"]["0"]["mean_at_k"]]
 
 
-def test_a_study_refuses_to_continue_from_another_start_model(tmp_path, tiny, tiny_policy, smol_tokenizer, capsys):
-    """Finished runs trained from one checkpoint; a later session whose SFT came out different
-    (other hardware, other seed) must not mix its runs into the same table."""
+def test_a_study_continued_from_a_retrained_start_pairs_each_run_with_its_own(tmp_path, tiny, tiny_policy,
+                                                                            smol_tokenizer, capsys):
+    """A later session retrains the SFT start (other weights: floating point differs across
+    machines): the new start is evaluated too, the new runs train from it, and every run's gain
+    is over the start it trained from."""
     import torch
 
-    spec = write_spec(tmp_path, tiny, arms={"starpo": {"config": "configs/20q-starpo.yaml"}},
-                      budget=["train.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2"])
+    import turncredit.study as study
+
+    spec = write_spec(tmp_path, tiny, budget=["train.steps=1", "rollout.tasks_per_step=1", "rollout.group_size=2"])
     out = tmp_path / "out"
-    assert main(["study", str(spec), "--out", str(out)]) == 0
-    assert json.loads((out / "start" / "eval.json").read_text())["model_fingerprint"].startswith("sha256:")
+    saved, calls = study.run_arm, []
+    study.run_arm = lambda cfg, run_dir, fp: calls.append(run_dir) or (_ for _ in ()).throw(KeyboardInterrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # stopped in its first run: only the start is evaluated
+            main(["study", str(spec), "--out", str(out)])
+    finally:
+        study.run_arm = saved
+    first = study.model_fingerprint(str(tiny))
+    assert first.startswith("sha256:") and (study.start_dir(out, first) / "eval.json").is_file()
+    # the first session finishes seed 0's starpo run, then stops
+    cfg = study.arm_config(study.load_spec(spec), study.load_spec(spec).arms[0], 0, [])
+    study.run_arm(cfg, out / "starpo" / "seed_0", first)
+
     with torch.no_grad():
         next(tiny_policy.parameters()).add_(1.0)
-    save_checkpoint(tiny_policy, smol_tokenizer, tiny)  # the same path, other weights
+    save_checkpoint(tiny_policy, smol_tokenizer, tiny)  # the same path, a retrained start
+    second = study.model_fingerprint(str(tiny))
+    assert second != first
     capsys.readouterr()
-    assert main(["study", str(spec), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "is not the model this study started from" in err and str(out / "start" / "eval.json") in err
+    assert main(["study", str(spec), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"({second})" in printed and printed.count("done before") == 1
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["starts"]) == {first, second}
+    assert res["runs"]["starpo"]["0"]["start_fingerprint"] == first
+    assert all(res["runs"][a][str(s)]["start_fingerprint"] == second for a, s in [("gigpo", 0), ("starpo", 1), ("gigpo", 1)])
+    runs = [res["runs"]["starpo"][s]["per_task_success"] for s in ("0", "1")]
+    befores = [res["starts"][first]["per_task_success"], res["starts"][second]["per_task_success"]]
+    words = sorted(runs[0])
+    expected = sum(r[w] for r in runs for w in words) / 8 - sum(b[w] for b in befores for w in words) / 8
+    assert res["summary"]["arms"]["starpo"]["gain"] == pytest.approx(expected)
+    table = (out / "table.md").read_text()
+    assert f"Start (no RL) {first}" in table and f"Start (no RL) {second}" in table and "its own start" in table
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, tiny, capsys):

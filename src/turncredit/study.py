@@ -13,13 +13,15 @@ overrides shared by all (e.g. the SFT checkpoint to start from):
       gigpo: {config: configs/20q-starpo.yaml, overrides: [algo.estimator=gigpo]}
 
 Each arm × seed trains into OUT/ARM/seed_S (a run directory like any other, so `report` and
-`--resume` work on it), then is evaluated on the held-out split; the common starting model is
-evaluated once, into OUT/start/eval.json. Every evaluation plays the identical games (one
-eval.seed for all), so runs are compared word by word: each arm's Mean@k gets a 95 % interval
-over seeds and words, its gain over the start and every difference between two arms a paired
-one (`turncredit.metrics.seed_word_bootstrap`). A finished run (its eval.json exists) is not run
-again and an interrupted one resumes from its newest checkpoint (set train.save_every in the
-budget), so a stopped study picks up where it stopped. The study writes OUT/results.json,
+`--resume` work on it), then is evaluated on the held-out split; the starting model is
+evaluated once per distinct weights, into OUT/start/<fingerprint>/eval.json. Every evaluation
+plays the identical games (one eval.seed for all), so runs are compared word by word: each
+arm's Mean@k gets a 95 % interval over seeds and words, its gain over the start it trained from
+and every difference between two arms a paired one (`turncredit.metrics.seed_word_bootstrap`).
+Runs go seed-major and the table is rewritten after each. A finished run (its eval.json exists)
+is not run again and an interrupted one resumes from its newest checkpoint (set
+train.save_every in the budget), so a stopped study picks up where it stopped — in a later
+session too, from an SFT start retrained by the same recipe. The study writes OUT/results.json,
 OUT/table.md and OUT/curves_<metric>.png (learning curves, mean over seeds, min–max band).
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +112,7 @@ def check_one_environment(configs: dict[str, Config]) -> None:
                                   f"identical games to be compared (set it in the spec's common overrides)")
 
 
-def run_arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
+def run_arm(cfg: Config, run_dir: Path, start_fingerprint: str) -> dict[str, Any]:
     """Train (resuming a run that was stopped), then evaluate the result on the held-out split;
     returns the eval results + time."""
     from turncredit.workflows import evaluate_model, step_line
@@ -124,6 +127,7 @@ def run_arm(cfg: Config, run_dir: Path) -> dict[str, Any]:
     res, _ = evaluate_model(cfg, str(run_dir / "checkpoint"), trainer.session)
     res["seconds_train"] = train_seconds(run_dir)
     res["seconds_total"] = res["seconds_train"] + res["seconds"]
+    res["start_fingerprint"] = start_fingerprint  # the model it trained from (study.start_dir)
     (run_dir / "eval.json").write_text(json.dumps(res, indent=2))
     return res
 
@@ -151,29 +155,44 @@ def model_fingerprint(name: str) -> str:
     return "sha256:" + digest.hexdigest()[:16]
 
 
+def start_dir(out: Path, fingerprint: str) -> Path:
+    return out / "start" / re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint.removeprefix("sha256:"))
+
+
 def evaluate_start(cfg: Config, out: Path) -> dict[str, Any]:
-    """The common starting model on the held-out games (once; reused like a finished run, and
-    only while the model is the one it evaluated: every finished run started from it)."""
+    """The starting model on the held-out games, once per distinct model (OUT/start/<fingerprint>/).
+    A study continued in a later session from an SFT retrained by the same recipe starts from other
+    weights (floating point differs across machines and versions): that start is evaluated too,
+    and each run is paired with the start it trained from."""
     from turncredit.workflows import evaluate_model
 
-    path = out / "start" / "eval.json"
     fingerprint = model_fingerprint(cfg.model.name)
+    path = start_dir(out, fingerprint) / "eval.json"
     done = _finished(path)
     if done is not None:
-        before = done.get("model_fingerprint")
-        if before is not None and before != fingerprint:
-            raise ConfigError(
-                f"study: model.name {cfg.model.name!r} ({fingerprint}) is not the model this study started from "
-                f"({before}, {path}); its finished runs trained from that one. Restore that checkpoint, or "
-                "start the study in a new --out")
         print(f"[start] evaluated before, reusing {path}", flush=True)
         return done
-    print(f"[start] evaluating {cfg.model.name}", flush=True)
+    print(f"[start] evaluating {cfg.model.name} ({fingerprint})", flush=True)
     res, _ = evaluate_model(cfg, cfg.model.name)
     res["model_fingerprint"] = fingerprint
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=2))
     return res
+
+
+def read_starts(out: Path, results: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The start evaluation of every fingerprint the finished runs name."""
+    starts = {}
+    for by_seed in results.values():
+        for r in by_seed.values():
+            fp = r["start_fingerprint"]
+            if fp not in starts:
+                path = start_dir(out, fp) / "eval.json"
+                done = _finished(path)
+                if done is None:
+                    raise ConfigError(f"study: a run started from {fp}, but its evaluation {path} is missing")
+                starts[fp] = done
+    return starts
 
 
 def _finished(eval_json: Path) -> dict[str, Any] | None:
@@ -200,7 +219,10 @@ def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dic
                 print(f"[{arm.name} seed {seed}] done before, reusing {run_dir / 'eval.json'}", flush=True)
             else:
                 print(f"[{arm.name} seed {seed}] training into {run_dir}", flush=True)
-            results[arm.name][seed] = done if done is not None else run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir)
+            if done is None:
+                done = run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir, start["model_fingerprint"])
+            done.setdefault("start_fingerprint", start["model_fingerprint"])  # a run of a study older than fingerprints
+            results[arm.name][seed] = done
             summary = write_results(spec, out, results, start)  # after every run, so a stop loses no table
     plot_curves(spec, out)
     return summary
@@ -210,11 +232,12 @@ def write_results(spec: StudySpec, out: Path, results: dict[str, dict[int, dict[
                   start: dict[str, Any]) -> dict[str, Any]:
     """results.json and table.md over the runs finished so far (arms with none left out)."""
     finished = {arm: dict(sorted(by_seed.items())) for arm, by_seed in results.items() if by_seed}
-    summary = summarise(spec, finished, start)
+    starts = read_starts(out, finished)
+    summary = summarise(spec, finished, starts)
     total = len(spec.arms) * len(spec.seeds)
     summary["runs_finished"], summary["runs_total"] = sum(map(len, finished.values())), total
-    (out / "results.json").write_text(json.dumps({"spec": spec_dict(spec), "start": start, "runs": finished,
-                                                  "summary": summary}, indent=2))
+    (out / "results.json").write_text(json.dumps({"spec": spec_dict(spec), "start": start, "starts": starts,
+                                                  "runs": finished, "summary": summary}, indent=2))
     (out / "table.md").write_text(format_table(spec, summary))
     return summary
 
@@ -224,7 +247,8 @@ def spec_dict(spec: StudySpec) -> dict[str, Any]:
             "arms": {a.name: {"config": a.config, "overrides": a.overrides} for a in spec.arms}}
 
 
-def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]], start: dict[str, Any]) -> dict[str, Any]:
+def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]],
+              starts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Per arm: the metric over seeds (mean, population std, per seed), Mean@k's 95 % interval
     over seeds and words, the paired gain over the start, behaviour rates and time; then every
     pair of arms compared word by word. "significant" = the 95 % interval excludes 0."""
@@ -234,7 +258,8 @@ def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]], st
         runs = [r for _, r in sorted(by_seed.items())]
         values = [float(r[spec.metric]) for r in runs]
         tasks = sorted(per_task[arm][0])
-        gain = paired_difference(start["per_task_success"], per_task[arm])
+        # each run against the start it trained from (one start unless the study spans SFT retrains)
+        gain = paired_difference([starts[r["start_fingerprint"]]["per_task_success"] for r in runs], per_task[arm])
         arms[arm] = {
             "mean": statistics.fmean(values), "std": statistics.pstdev(values), "values": values,
             "interval": list(seed_word_bootstrap([[[p[t] for t in tasks] for p in per_task[arm]]], [1.0])),
@@ -250,8 +275,9 @@ def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]], st
         for b in names[i + 1:]:
             d = paired_difference(per_task[a], per_task[b])
             pairs[f"{b} − {a}"] = {"difference": d["difference"], "interval": d["interval"], "significant": _excludes_zero(d)}
-    return {"start": {"mean": start["mean_at_k"], "interval": start["mean_at_k_interval"],
-                      "repeated_rate": start["repeated_rate"], "invalid_rate": start["invalid_rate"]},
+    return {"starts": {fp: {"mean": st["mean_at_k"], "interval": st["mean_at_k_interval"],
+                            "repeated_rate": st["repeated_rate"], "invalid_rate": st["invalid_rate"]}
+                       for fp, st in starts.items()},
             "arms": arms, "pairs": pairs}
 
 
@@ -261,7 +287,6 @@ def _excludes_zero(d: dict[str, Any]) -> bool:
 
 
 def format_table(spec: StudySpec, summary: dict[str, Any]) -> str:
-    st = summary["start"]
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
     span = lambda iv: f"[{100 * iv[0]:+.1f}, {100 * iv[1]:+.1f}]"  # noqa: E731
     lines = [f"Study {spec.name}: {len(spec.seeds)} seeds ({', '.join(map(str, spec.seeds))}); budget: "
@@ -270,8 +295,14 @@ def format_table(spec: StudySpec, summary: dict[str, Any]) -> str:
     if done is not None and done < total:
         lines += [f"**Partial: {done} of {total} runs finished** (run the study again to continue); an arm's "
                   "interval covers the seeds it has.", ""]
-    lines += [f"Start (no RL): Mean@k {pct(st['mean'])} [{pct(st['interval'][0])}, {pct(st['interval'][1])}], "
-              f"repeated {pct(st['repeated_rate'])} %, invalid {pct(st['invalid_rate'])} %", "",
+    starts = summary["starts"]
+    for fp, st in starts.items():
+        lines.append(f"Start (no RL){f' {fp}' if len(starts) > 1 else ''}: Mean@k {pct(st['mean'])} "
+                     f"[{pct(st['interval'][0])}, {pct(st['interval'][1])}], repeated {pct(st['repeated_rate'])} %, "
+                     f"invalid {pct(st['invalid_rate'])} %")
+    if len(starts) > 1:
+        lines.append("(the study spans SFT retrains of one recipe; each run's gain is over its own start)")
+    lines += ["",
               f"| arm | {spec.metric} mean ± std over seeds | Mean@k 95 % interval (seeds × words) | Mean@k gain over "
               "start (paired 95 %) | per seed | Pass@k | repeated | invalid | wall time per run |",
               "|---|---|---|---|---|---|---|---|---|"]

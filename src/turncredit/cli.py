@@ -180,17 +180,15 @@ def cmd_train(cfg, args) -> int:
 
 
 def cmd_eval(cfg, args) -> int:
+    from turncredit.episode import write_episodes
     from turncredit.evaluate import EXPERT_ROW, format_table
     from turncredit.workflows import evaluate_expert, evaluate_model
-
-    from turncredit.episode import write_episodes
 
     rows = {}
     name = args.model or cfg.model.name
     rows[name], episodes = evaluate_model(cfg, name)
     if args.episodes:
-        Path(args.episodes).parent.mkdir(parents=True, exist_ok=True)
-        write_episodes(args.episodes, episodes)
+        write_episodes(args.episodes, episodes)  # makes the folder
     if args.expert:
         rows[EXPERT_ROW] = evaluate_expert(cfg)
     print(format_table(rows, cfg.eval.k))

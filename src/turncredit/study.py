@@ -139,8 +139,8 @@ def train_seconds(run_dir: Path) -> float:
 
 
 def model_fingerprint(name: str) -> str:
-    """What identifies the starting model: a digest of a local checkpoint's weight files (so a
-    study continued in a later session, from an SFT retrained on other hardware, is caught), else
+    """What identifies the starting model: a digest of a local checkpoint's weight files (an SFT
+    retrained in a later session has other weights, so it gets its own start evaluation), else
     the name itself (a hub id or a packaged model does not change under it)."""
     path = Path(name).expanduser()
     files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")) if path.is_dir() else []
@@ -219,7 +219,6 @@ def run_study(spec: StudySpec, out: Path, extra: list[str] | None = None) -> dic
                 print(f"[{arm.name} seed {seed}] done before, reusing {run_dir / 'eval.json'}", flush=True)
             else:
                 print(f"[{arm.name} seed {seed}] training into {run_dir}", flush=True)
-            if done is None:
                 done = run_arm(configs[f"{arm.name}/seed_{seed}"], run_dir, start["model_fingerprint"])
             done.setdefault("start_fingerprint", start["model_fingerprint"])  # a run of a study older than fingerprints
             results[arm.name][seed] = done

@@ -95,15 +95,16 @@ def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 
                 "gain; the environment must compute one (twenty_questions: env.options.num_candidates > 0 "
                 "and env.options.exact_belief: true)"
             )
+    on_reward = idle_cost if idle_cost_on == "reward" else 0.0
+    on_advantage = idle_cost - on_reward
     bonus = []
     for ep in live:
         gains = [float(t.belief_gain) for t in ep.turns]  # type: ignore[arg-type]
         row = gain_bonus(gains, ep.success, lam)
         idle = [g <= 0.0 and not (ep.success and t == len(gains) - 1) for t, g in enumerate(gains)]
-        on_reward = idle_cost if idle_cost_on == "reward" else 0.0
         bonus.append([b - on_reward * i for b, i in zip(row, idle)])
         for turn, i in zip(ep.turns, idle):
-            turn.advantage_penalty = idle_cost * i if idle_cost_on == "advantage" else 0.0
+            turn.advantage_penalty = on_advantage * i
     add_step_bonus(live, bonus, "belief_reward")
 
 

@@ -11,6 +11,7 @@ from turncredit.train.loss import (
     kl_penalty,
     ppo_clip_loss,
     token_logprobs,
+    truncated_is_weights,
 )
 
 # values / ragged mask: row 0 has 2 tokens, row 1 has 1, row 2 has none (skipped by seq-*).
@@ -130,3 +131,23 @@ def test_token_logprobs_matches_log_softmax():
     assert out_b.dtype == torch.float32 and torch.allclose(out_b, ref_b, atol=1e-5)
     with pytest.raises(ValueError, match="target_ids"):
         token_logprobs(logits, ids[:, :4])
+
+
+def test_truncated_is_weights_hand_case():
+    # π_old / π_sampler = 0.5/0.25 = 2 → capped at 1.5; 0.2/0.4 = 0.5; off the mask → 1 (garbage ignored)
+    old = torch.log(torch.tensor([[0.5, 0.2, 0.3]]))
+    sampler = torch.log(torch.tensor([[0.25, 0.4, 0.0]]))  # log 0 = -inf off the mask
+    w = truncated_is_weights(old, sampler, torch.tensor([[1, 1, 0]]), cap=1.5)
+    assert w[0].tolist() == pytest.approx([1.5, 0.5, 1.0])
+    with pytest.raises(ValueError, match="tis_cap"):
+        truncated_is_weights(old, sampler, torch.ones(1, 3), cap=0.0)
+
+
+def test_ppo_clip_loss_weights_each_token_by_its_importance_weight():
+    # ratio 1 (unclipped), A = [1, -2]: ℓ = -w·A = [-1.5, +1.0]; token-mean = -0.25
+    logp = torch.log(torch.tensor([[0.5, 0.2]])).requires_grad_()
+    w = torch.tensor([[1.5, 0.5]])
+    loss, _ = ppo_clip_loss(logp, logp.detach(), torch.tensor([[1.0, -2.0]]), torch.ones(1, 2), is_weights=w)
+    assert loss.item() == pytest.approx(-0.25)
+    loss.backward()  # ∂ℓ/∂logp = -w·A·ratio / 2 tokens
+    assert logp.grad[0].tolist() == pytest.approx([-0.75, 0.5])

@@ -84,3 +84,27 @@ def test_lora_training_touches_only_the_adapter_and_saves_merged(tmp_path, smol_
     assert history[0]["ref_kl"] == 0.0 and history[1]["ref_kl"] != 0.0
     merged = load_model(str(tmp_path / "lora" / "checkpoint"))
     assert not any("lora_" in k for k in merged.state_dict())
+
+
+def test_an_int8_sampler_turns_on_truncated_importance_sampling(tmp_path, tiny_policy, smol_tokenizer):
+    """train.tis auto is on when sampling from a copy: a cap near 0 scales every token's
+    policy gradient down to nothing, while tis false leaves it whole; the gap is logged."""
+    import copy
+
+    base = TINY + ["train.steps=1", "train.kl=none", "train.kl_coef=0", "train.entropy_coef=0", "rollout.dtype=int8"]
+    session = PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer, sampler_dtype="int8")
+    (m,) = Trainer(load_config(None, base), tmp_path / "run", session=session).train()
+    assert m["sampler_dtype"] == "int8" and m["seconds_sampler_refresh"] > 0  # re-quantised after the update
+    assert 0 < m["logprob_gap"] <= m["logprob_gap_max"]
+    episodes = read_episodes(tmp_path / "run" / "episodes" / "step_00001.jsonl")
+    for i, ep in enumerate(episodes):  # the tiny model's games all score alike: give them a signal
+        for t in ep.turns:
+            t.advantage = 1.0 if i % 2 else -1.0
+    stats = {}
+    for tis, cap in (("false", 2.0), ("auto", 1e-6)):
+        cfg = load_config(None, base + [f"train.tis={tis}", f"train.tis_cap={cap}"])
+        session = PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer, sampler_dtype="int8")
+        stats[tis] = Trainer(cfg, tmp_path / tis, session=session).update(episodes)
+    assert stats["false"].tis_capped == 0.0 and stats["auto"].tis_capped == 1.0
+    assert stats["false"].grad_norm > 0
+    assert stats["auto"].grad_norm < 1e-4 * stats["false"].grad_norm

@@ -216,3 +216,8 @@ def test_real_vllm_greedy_matches_the_kv_backend(tiny_policy, smol_tokenizer):
     eps, _ = _play(session)
     ref, _ = _play(PolicySession.from_model(model, smol_tokenizer, backend="kv"))
     assert [[t.action_ids for t in e.turns] for e in eps] == [[t.action_ids for t in e.turns] for e in ref]
+
+
+def test_vllm_refuses_an_int8_sampler_before_starting_an_engine(tiny_policy, smol_tokenizer):
+    with pytest.raises(ValueError, match="rollout.dtype: the vllm backend .* 'int8'"):
+        PolicySession.from_model(tiny_policy, smol_tokenizer, backend="vllm", sampler_dtype="int8")

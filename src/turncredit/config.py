@@ -73,10 +73,11 @@ class RolloutConfig:
     #: enforce_eager, engine_kwargs)
     backend_options: dict[str, Any] = field(default_factory=dict)
     #: "model" samples with the trained weights themselves; "bfloat16" samples with a bf16 copy
-    #: refreshed after every update (the trainer's own forward still gives the PPO old
-    #: log-probs); "auto" = "bfloat16" where the device computes bf16 natively
-    #: (`turncredit.precision`), else "model"
-    dtype: Literal["model", "bfloat16", "auto"] = "model"
+    #: and "int8" (CPU) with an int8 copy, either refreshed after every update (the trainer's
+    #: own forward still gives the PPO old log-probs; `train.tis` corrects for the gap);
+    #: "auto" = "bfloat16" where the device computes bf16 natively (`turncredit.precision`),
+    #: else "model"
+    dtype: Literal["model", "bfloat16", "int8", "auto"] = "model"
 
 
 @dataclass
@@ -121,6 +122,11 @@ class TrainConfig:
     #: bf16 autocast in the update: "auto" = on where the device computes bf16 natively (CUDA
     #: with bf16, a CPU with AVX512-BF16/AMX that the kernel selection may use), else fp32
     bf16: Bf16Setting = "auto"
+    #: truncated importance sampling on the policy-gradient term, each token's loss times
+    #: min(π_old / π_sampler, tis_cap) (`truncated_is_weights`): "auto" = on when the rollout
+    #: samples from other weights than the trained ones (rollout.dtype bfloat16/int8, vllm)
+    tis: Union[bool, Literal["auto"]] = "auto"
+    tis_cap: float = 2.0
     #: also write a resumable checkpoint every N steps (0 = only the final one)
     save_every: int = 0
     #: step checkpoints kept on disk, newest first (0 = all); the final checkpoint always stays
@@ -143,6 +149,9 @@ class EvalConfig:
     #: seeds the held-out games (task instances, sampling), apart from run.seed, so models
     #: trained with different seeds are evaluated on the identical games and can be paired
     seed: int = 0
+    #: the weights evaluation samples from: "model" = the trained ones, whatever rollout.dtype
+    #: says; a "bfloat16"/"int8" copy is faster and a slightly different policy
+    dtype: Literal["model", "bfloat16", "int8", "auto"] = "model"
 
 
 @dataclass
@@ -434,6 +443,7 @@ def _check_ranges(cfg: Config) -> None:
         ("train.ppo_epochs", cfg.train.ppo_epochs >= 1, "≥ 1"),
         ("train.clip_low", 0 <= cfg.train.clip_low < 1, "in [0, 1)"),
         ("train.clip_high", cfg.train.clip_high >= 0, "≥ 0"),
+        ("train.tis_cap", cfg.train.tis_cap > 0, "> 0 (the cap C of min(π_old / π_sampler, C))"),
         ("train.save_every", cfg.train.save_every >= 0, "≥ 0"),
         ("train.keep_last", cfg.train.keep_last >= 0, "≥ 0"),
         ("train.kl_coef", cfg.train.kl_coef == 0 or cfg.train.kl != "none",

@@ -32,7 +32,10 @@ def evaluate_model(cfg: Config, model_name: str, session: Any = None) -> tuple[d
     e = cfg.eval
     env = env_from_config(cfg)
     tasks = eval_tasks(env, e.split, e.num_tasks)  # a bad word file fails before the model loads
-    session = session or PolicySession.from_config(cfg, model_name)
+    if session is None:
+        session = PolicySession.from_config(cfg, model_name, sampler_dtype=e.dtype)
+    else:
+        session = session.with_sampler(cfg, e.dtype)
     t0 = time.perf_counter()
     res, eps = evaluate_policy(session, env, tasks, e.k, SamplingParams(e.temperature, e.top_p, e.max_new_tokens),
                                seed=e.seed, batch_size=e.batch_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -14,6 +14,7 @@ from turncredit.config import Config
 from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoint
 from turncredit.policy.backends import BACKENDS, PolicyBackend
 from turncredit.precision import resolve_bf16
+from turncredit.registry import Registry
 
 
 def resolve_device(name: str) -> torch.device:
@@ -31,15 +32,50 @@ def sampler_dtype_for(model: torch.nn.Module, setting: str) -> str:
     return "bfloat16" if param.dtype != torch.bfloat16 and resolve_bf16("auto", param.device) else "model"
 
 
+class SamplerCopy(NamedTuple):
+    """How to make the weights a backend samples from out of the trained model, and refresh them."""
+
+    make: Callable[[torch.nn.Module], torch.nn.Module]
+    refresh: Callable[[torch.nn.Module, torch.nn.Module], None]  # (copy, trained model)
+
+
+def _bf16_copy(model: torch.nn.Module) -> torch.nn.Module:
+    return copy.deepcopy(model).to(torch.bfloat16).eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def _copy_parameters(sampler: torch.nn.Module, model: torch.nn.Module) -> None:
+    for dst, src in zip(sampler.parameters(), model.parameters()):
+        dst.copy_(src)
+
+
+def _int8_copy(model: torch.nn.Module) -> torch.nn.Module:
+    from turncredit.policy.int8_sampler import int8_copy
+
+    return int8_copy(model)
+
+
+def _int8_refresh(sampler: torch.nn.Module, model: torch.nn.Module) -> None:
+    from turncredit.policy.int8_sampler import refresh_int8
+
+    refresh_int8(sampler, model)
+
+
+#: rollout.dtype → the sampling copy ("model" samples from the trained weights themselves)
+SAMPLER_COPIES: Registry[SamplerCopy] = Registry("sampler dtype")
+SAMPLER_COPIES.register("bfloat16")(SamplerCopy(_bf16_copy, _copy_parameters))
+SAMPLER_COPIES.register("int8")(SamplerCopy(_int8_copy, _int8_refresh))
+
+
 @dataclass
 class PolicySession:
     model: torch.nn.Module
     tokenizer: Any
     bridge: ChatBridge
     backend: PolicyBackend
-    #: the weights the backend samples with when they are not `model` itself (a bf16 copy)
+    #: the weights the backend samples with when they are not `model` itself (a bf16 or int8 copy)
     sampler_model: torch.nn.Module | None = None
-    #: what rollout.dtype became: "model" or "bfloat16" ("auto" resolved on this device)
+    #: what rollout.dtype became: "model", "bfloat16" or "int8" ("auto" resolved on this device)
     sampler_dtype: str = "model"
 
     @property
@@ -60,8 +96,7 @@ class PolicySession:
         if getattr(engine_cls, "owns_weights", False):
             options["dtype"] = sampler_dtype  # the engine keeps its own copy in that dtype
         elif sampler_dtype != "model":
-            sampler = copy.deepcopy(model).to(getattr(torch, sampler_dtype)).eval()
-            sampler.requires_grad_(False)
+            sampler = SAMPLER_COPIES.get(sampler_dtype).make(model)
         engine = engine_cls(sampler or model, bridge.end_of_turn_id, int(tokenizer.pad_token_id), **options)
         return cls(model, tokenizer, bridge, engine, sampler, sampler_dtype)
 
@@ -75,14 +110,21 @@ class PolicySession:
     def after_update(self) -> None:
         """The weights changed: refresh the sampling copy and whatever the backend holds."""
         if self.sampler_model is not None:
-            for dst, src in zip(self.sampler_model.parameters(), self.model.parameters()):
-                dst.copy_(src)
+            SAMPLER_COPIES.get(self.sampler_dtype).refresh(self.sampler_model, self.model)
         sync = getattr(self.backend, "sync_weights", None)
         if sync is not None:
             sync(self.sampler_model or self.model)
 
+    def with_sampler(self, cfg: Config, sampler_dtype: str) -> "PolicySession":
+        """This session's model, sampled from in `sampler_dtype` (itself when it already is)."""
+        if sampler_dtype_for(self.model, sampler_dtype) == self.sampler_dtype:
+            return self
+        return PolicySession.from_model(self.model, self.tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs,
+                                        sampler_dtype, cfg.rollout.backend_options)
+
     @classmethod
-    def from_config(cls, cfg: Config, model_name: str | None = None) -> "PolicySession":
+    def from_config(cls, cfg: Config, model_name: str | None = None,
+                    sampler_dtype: str | None = None) -> "PolicySession":
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         torch.manual_seed(cfg.run.seed)
@@ -96,7 +138,7 @@ class PolicySession:
         )
         model = load_model(name, dtype=cfg.model.dtype, lora=lora_opts).to(resolve_device(cfg.model.device))
         return cls.from_model(model, tokenizer, cfg.rollout.backend, cfg.model.chat_template_kwargs,
-                              cfg.rollout.dtype, cfg.rollout.backend_options)
+                              sampler_dtype or cfg.rollout.dtype, cfg.rollout.backend_options)
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
         save_checkpoint(self.model, self.tokenizer, path, extra or {})

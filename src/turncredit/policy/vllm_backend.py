@@ -66,6 +66,9 @@ class VLLMBackend:
         dtype: str = "model", gpu_memory_utilization: float = 0.3, max_model_len: int | None = None,
         enforce_eager: bool = False, engine_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        if dtype not in ("model", "bfloat16"):
+            raise ValueError(f"rollout.dtype: the vllm backend holds its weights as model or bfloat16, got {dtype!r} "
+                             "(int8 is the CPU kv backend's sampling copy)")
         if not 0.0 < gpu_memory_utilization <= 1.0:
             raise ValueError(f"rollout.backend_options.gpu_memory_utilization: expected (0, 1], got {gpu_memory_utilization}")
         # colocated: the engine core runs in this process, so a weight sync hands tensors over

@@ -71,15 +71,17 @@ def ppo_clip_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.28,
     agg: str = "token-mean",
+    is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO clipped surrogate with DAPO's asymmetric "clip-higher".
 
         ratio = exp(logp − logp_old)
-        ℓ_t   = −min( ratio·A,  clip(ratio, 1 − clip_low, 1 + clip_high)·A )
+        ℓ_t   = −w_t · min( ratio·A,  clip(ratio, 1 − clip_low, 1 + clip_high)·A )
         L     = aggregate(ℓ, mask, agg)
 
-    `advantages` is per token [B, T] or per sequence [B] (broadcast over T); it and
-    `old_logprobs` are treated as constants. The clipped term is the active one (and the
+    `advantages` is per token [B, T] or per sequence [B] (broadcast over T); it,
+    `old_logprobs` and `is_weights` w (1 when None; see `truncated_is_weights`) are treated
+    as constants. The clipped term is the active one (and the
     token's gradient is 0) when A > 0 and ratio > 1 + clip_high, or A < 0 and
     ratio < 1 − clip_low.
 
@@ -107,6 +109,9 @@ def ppo_clip_loss(
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)  # = −min(ratio·A, clip(ratio)·A)
+    if is_weights is not None:
+        _check_same_2d(logprobs=logprobs, is_weights=is_weights)
+        per_token = per_token * _masked(is_weights.detach().to(per_token.dtype), mask)
     loss = aggregate(per_token, mask, agg)
 
     with torch.no_grad():
@@ -122,6 +127,24 @@ def ppo_clip_loss(
             "ratio_mean": (_masked(ratio, mask).sum() / n).item(),
         }
     return loss, stats
+
+
+def truncated_is_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cap: float) -> Tensor:
+    """Truncated importance weights for tokens drawn by a sampler other than the trained policy:
+
+        w_t = min( exp(logp_old − logp_sampler),  C )
+
+    π_old is the trainer's own policy before the update and π_sampler what actually drew the
+    token (an int8 or bf16 copy, another engine): the policy gradient is taken under π_old, so
+    each token is re-weighted by how much likelier π_old found it, capped at C to bound the
+    variance. 1 off the mask.
+    """
+    _check_same_2d(old_logprobs=old_logprobs, sampler_logprobs=sampler_logprobs, mask=mask)
+    if not cap > 0:
+        raise ValueError(f"train.tis_cap must be > 0, got {cap!r}")
+    mask = mask.bool()
+    log_w = _masked(old_logprobs.detach() - sampler_logprobs.detach(), mask)
+    return torch.exp(log_w).clamp(max=cap)
 
 
 # --- KL to a reference policy -----------------------------------------------------------------

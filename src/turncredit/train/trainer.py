@@ -40,7 +40,7 @@ from turncredit.train.distributed import PARALLEL, full_tensor, resident_mib
 from turncredit.train.forward import (
     action_logprobs, autocast, enable_activation_checkpointing, episodes_to_batch, idle_batch, model_device,
 )
-from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss
+from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss, truncated_is_weights
 from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ class UpdateStats:
     entropy: float = 0.0
     grad_norm: float = 0.0
     logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on action tokens
+    logprob_gap_max: float = 0.0  # the largest of those
+    tis_capped: float = 0.0  # share of action tokens whose importance weight hit train.tis_cap
     tokens: int = 0  # action tokens trained on
     sequence_tokens: int = 0  # all non-padding tokens forwarded (what TRL counts as num_tokens)
     optimizer_steps: int = 0
@@ -131,7 +133,7 @@ class Trainer:
         #: what the "auto" settings became on this machine, and why (config.yaml, metrics, log)
         sampler = self.session.sampler_dtype
         self.precision_note = (f"precision: {precision.note('update')}; "
-                               f"sampling from {'a bf16 copy' if sampler == 'bfloat16' else 'the trained weights'}")
+                               f"sampling from {'the trained weights' if sampler == 'model' else f'a {sampler} copy'}")
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             save_config(cfg, self.run_dir / "config.yaml",
@@ -263,13 +265,15 @@ class Trainer:
         t1 = time.perf_counter()
         with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(local), "micro-batch") as bar:
             ustats = self.update(local, on_micro_batch=bar.update)
+        t_refresh = time.perf_counter()
         if ustats.optimizer_steps:
             self._refresh_sampler()
+        t_refresh = time.perf_counter() - t_refresh
         t_update = time.perf_counter() - t1
         self.step_idx = step
 
         metrics = {**self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update), **env_counts,
-                   "seconds_shaping": max(t_shape)}
+                   "seconds_shaping": max(t_shape), "seconds_sampler_refresh": t_refresh}
         # episodes, then the metrics line, then the checkpoint: a step is complete once its
         # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
         if self.dist.is_main:
@@ -350,7 +354,9 @@ class Trainer:
             if t.kl != "none":
                 padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
                 refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)]
-        gap = 0.0
+        gap = gap_max = capped = 0.0
+        measured: set[int] = set()
+        tis = self.session.samples_from_a_copy if t.tis == "auto" else bool(t.tis)
 
         self.model.train()
         sums: dict[str, float] = {"loss": 0.0, "clip": 0.0, "akl": 0.0, "rkl": 0.0, "ent": 0.0, "gn": 0.0}
@@ -371,11 +377,17 @@ class Trainer:
                                                     entropy_grad=bool(t.entropy_coef))
                     if olds[i] is None:
                         olds[i] = logp.detach()
-                    if st.optimizer_steps == 0:
-                        gap += ((olds[i] - b.sampler_logprobs).abs() * b.targets).sum().item()
+                    is_w = truncated_is_weights(olds[i], b.sampler_logprobs, b.targets, t.tis_cap) if tis else None
+                    if i not in measured:  # the sampler's gap, once per micro-batch
+                        measured.add(i)
+                        diff = (olds[i] - b.sampler_logprobs).abs() * b.targets
+                        gap += diff.sum().item()
+                        gap_max = max(gap_max, diff.max().item())
+                        if is_w is not None:
+                            capped += ((is_w >= t.tis_cap) & b.targets.bool()).sum().item()
                     loss, info = ppo_clip_loss(
                         logp, olds[i], b.advantages, b.targets,
-                        clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg,
+                        clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg, is_weights=is_w,
                     )
                     ent_mean = aggregate(ent, b.targets, t.loss_agg)
                     if t.entropy_coef:
@@ -418,6 +430,7 @@ class Trainer:
         st.grad_norm = sums["gn"] / max(1, st.optimizer_steps)
         st.tokens = sum(b.num_tokens for b in batches)
         st.logprob_gap = gap / max(1, st.tokens)
+        st.logprob_gap_max, st.tis_capped = gap_max, capped / max(1, st.tokens)
         st.sequence_tokens = sum(int(b.attention_mask.sum()) for b in batches)
         return st
 
@@ -459,6 +472,8 @@ class Trainer:
             "skipped_updates": ustats.skipped_updates,
             "loss": ustats.loss,
             "logprob_gap": ustats.logprob_gap,
+            "logprob_gap_max": ustats.logprob_gap_max,
+            "tis_capped": ustats.tis_capped,
             "tokens_generated": rstats.tokens_generated,
             "tokens_prompt": rstats.tokens_prompt,
             "tokens_trained": ustats.tokens,

@@ -21,6 +21,8 @@ import warnings
 import torch
 from torch import nn
 
+from turncredit.policy.loading import exported_weights
+
 __all__ = ["int8_copy", "refresh_int8", "quantized_linears"]
 
 #: per-output-channel weight scales (one scale per matrix measured no closer)
@@ -73,8 +75,6 @@ def _quantize(weight: torch.Tensor) -> torch.Tensor:
 def refresh_int8(sampler: nn.Module, model: nn.Module) -> None:
     """Re-quantise the copy's linear layers and copy its float weights from `model`'s current
     weights (LoRA merged), by name: what an update changed reaches the sampler."""
-    from turncredit.policy.loading import exported_weights
-
     weights = exported_weights(model)[1]
     for name, layer in quantized_linears(sampler).items():
         w = weights[f"{name}.weight"].float()

@@ -11,6 +11,7 @@ import torch
 
 from turncredit.chat import ChatBridge
 from turncredit.config import Config
+from turncredit.policy.int8_sampler import int8_copy, refresh_int8
 from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoint
 from turncredit.policy.backends import BACKENDS, PolicyBackend
 from turncredit.precision import resolve_bf16
@@ -49,22 +50,10 @@ def _copy_parameters(sampler: torch.nn.Module, model: torch.nn.Module) -> None:
         dst.copy_(src)
 
 
-def _int8_copy(model: torch.nn.Module) -> torch.nn.Module:
-    from turncredit.policy.int8_sampler import int8_copy
-
-    return int8_copy(model)
-
-
-def _int8_refresh(sampler: torch.nn.Module, model: torch.nn.Module) -> None:
-    from turncredit.policy.int8_sampler import refresh_int8
-
-    refresh_int8(sampler, model)
-
-
 #: rollout.dtype → the sampling copy ("model" samples from the trained weights themselves)
 SAMPLER_COPIES: Registry[SamplerCopy] = Registry("sampler dtype")
 SAMPLER_COPIES.register("bfloat16")(SamplerCopy(_bf16_copy, _copy_parameters))
-SAMPLER_COPIES.register("int8")(SamplerCopy(_int8_copy, _int8_refresh))
+SAMPLER_COPIES.register("int8")(SamplerCopy(int8_copy, refresh_int8))
 
 
 @dataclass

@@ -355,7 +355,7 @@ class Trainer:
                 padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
                 refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)]
         gap = gap_max = capped = 0.0
-        measured: set[int] = set()
+        is_weights: dict[int, torch.Tensor | None] = {}  # per micro-batch, fixed across epochs
         tis = self.session.samples_from_a_copy if t.tis == "auto" else bool(t.tis)
 
         self.model.train()
@@ -377,17 +377,17 @@ class Trainer:
                                                     entropy_grad=bool(t.entropy_coef))
                     if olds[i] is None:
                         olds[i] = logp.detach()
-                    is_w = truncated_is_weights(olds[i], b.sampler_logprobs, b.targets, t.tis_cap) if tis else None
-                    if i not in measured:  # the sampler's gap, once per micro-batch
-                        measured.add(i)
+                    if i not in is_weights:  # the sampler's gap and weights, once per micro-batch
+                        w_is = truncated_is_weights(olds[i], b.sampler_logprobs, b.targets, t.tis_cap) if tis else None
+                        is_weights[i] = w_is
                         diff = (olds[i] - b.sampler_logprobs).abs() * b.targets
                         gap += diff.sum().item()
                         gap_max = max(gap_max, diff.max().item())
-                        if is_w is not None:
-                            capped += ((is_w >= t.tis_cap) & b.targets.bool()).sum().item()
+                        if w_is is not None:
+                            capped += ((w_is >= t.tis_cap) & b.targets.bool()).sum().item()
                     loss, info = ppo_clip_loss(
                         logp, olds[i], b.advantages, b.targets,
-                        clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg, is_weights=is_w,
+                        clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg, is_weights=is_weights[i],
                     )
                     ent_mean = aggregate(ent, b.targets, t.loss_agg)
                     if t.entropy_coef:

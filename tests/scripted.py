@@ -25,7 +25,12 @@ class ScriptedBackend:
 
     def start(self, n_rows: int, seed: int) -> "ScriptedBackend":
         self._turn = {}
+        self._next_row = n_rows
         return self
+
+    def add_rows(self, n: int) -> list[int]:
+        self._next_row += n
+        return list(range(self._next_row - n, self._next_row))
 
     def generate(self, rows, new_tokens, params) -> list[Generation]:
         out = []

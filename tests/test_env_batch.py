@@ -9,8 +9,8 @@ import pytest
 
 from turncredit.chat import ChatBridge
 from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
-from turncredit.policy.backends import KVCacheBackend, SamplingParams
-from turncredit.rollout import RolloutStats, even_batches, run_episodes
+from turncredit.policy.backends import BACKENDS, KVCacheBackend, SamplingParams
+from turncredit.rollout import RolloutStats, run_episodes
 
 
 @dataclass
@@ -33,7 +33,8 @@ class ToyEnv(MultiTurnEnv):
         return []
 
     def reset(self, task, rng):
-        return ([{"role": "system", "content": "Toy."}, {"role": "user", "content": f"Go {task.task_id}"}],
+        return ([{"role": "system", "content": "Toy."},
+                 {"role": "user", "content": f"Go {task.task_id}" + " x" * task.data.get("pad", 0)}],
                 {"id": task.task_id, "turns": 0, **task.data})
 
     def step_batch(self, states, actions):
@@ -82,7 +83,7 @@ def test_step_batch_rejects_mismatched_lengths():
 
 
 class SpyKV(KVCacheBackend):
-    """Records which rows each turn generates for and how many rows the batch tensors hold."""
+    """Records which rows each turn generates for and how many rows the batch tensors hold then."""
 
     def start(self, n_rows, seed):
         state = super().start(n_rows, seed)
@@ -90,8 +91,9 @@ class SpyKV(KVCacheBackend):
         inner = state.generate
 
         def generate(rows, new_tokens, params):
+            out = inner(rows, new_tokens, params)
             calls.append((list(rows), int(state.mask.shape[0]), len(state.slot)))
-            return inner(rows, new_tokens, params)
+            return out
 
         state.generate = generate
         return state
@@ -132,20 +134,39 @@ def test_rollout_with_concurrent_env_equals_serial(tiny_policy, smol_tokenizer):
     assert play(1) == play(4)
 
 
-def test_even_batches_split_the_episodes_as_evenly_as_the_cap_allows():
-    assert [len(r) for r in even_batches(200, 64)] == [50, 50, 50, 50]
-    assert [len(r) for r in even_batches(10, 4)] == [4, 3, 3]
-    assert even_batches(7, 0) == [range(0, 7)] and even_batches(0, 8) == []
-    parts = even_batches(131, 32)
-    assert parts[0].start == 0 and parts[-1].stop == 131
-    assert all(a.stop == b.start for a, b in zip(parts, parts[1:])) and max(map(len, parts)) <= 32
-
-
-def test_the_rollout_plays_its_episodes_in_even_batches(tiny_policy, smol_tokenizer):
+def test_a_finished_episode_s_row_goes_to_the_next_waiting_one(tiny_policy, smol_tokenizer):
+    """Continuous batching: at most `batch_size` episodes play at once, and each turn's finished
+    ones are replaced by waiting ones, in task order, without the batch tensors ever growing."""
     bridge = ChatBridge(smol_tokenizer)
-    tasks = [Task(str(i), {"lifetime": 1}) for i in range(5)]
-    env = ToyEnv(ToyOptions(max_turns=2))
-    eps = run_episodes(env, KVCacheBackend(tiny_policy, bridge.end_of_turn_id, smol_tokenizer.pad_token_id),
-                       bridge, tasks, ["g"] * 5, SamplingParams(max_new_tokens=2), seed=0, batch_size=4)
-    assert env.batches == [["0", "1", "2"], ["3", "4"]]  # 3 + 2, not 4 + 1
+    tasks = [Task(str(i), {"lifetime": n}) for i, n in enumerate([1, 3, 2, 1, 2])]
+    env = ToyEnv(ToyOptions(max_turns=6))
+    backend = SpyKV(tiny_policy, bridge.end_of_turn_id, smol_tokenizer.pad_token_id)
+    eps = run_episodes(env, backend, bridge, tasks, ["g"] * 5, SamplingParams(max_new_tokens=2), seed=0,
+                       batch_size=2)
+    assert env.batches == [["0", "1"], ["1", "2"], ["1", "2"], ["3", "4"], ["4"]]
+    assert [held for _, held, _ in backend.calls] == [2, 2, 2, 2, 1]
     assert [e.task["task_id"] for e in eps] == ["0", "1", "2", "3", "4"]
+    assert [e.num_turns for e in eps] == [1, 3, 2, 1, 2] and all(e.success for e in eps)
+    assert all(f"Go {i}" in bridge.tokenizer.decode(e.turns[0].prompt_ids) for i, e in enumerate(eps))
+
+
+@pytest.mark.parametrize("backend_name", ["kv", "recompute"])
+def test_continuous_batching_samples_what_one_batch_of_all_samples(tiny_policy, smol_tokenizer, backend_name):
+    """Greedy play with 2 rows refilled as episodes end equals all 6 episodes in one batch: a
+    joining episode's opening (here longer than the batch's whole cache, so it widens) is
+    encoded on its own and moved into a freed row without disturbing the others."""
+    bridge = ChatBridge(smol_tokenizer)
+    tasks = [Task(str(i), {"lifetime": n, "pad": p}) for i, (n, p) in
+             enumerate([(1, 0), (3, 2), (2, 60), (1, 5), (3, 0), (2, 9)])]
+
+    def play(batch_size):
+        env = ToyEnv(ToyOptions(max_turns=4))
+        backend = BACKENDS.get(backend_name)(tiny_policy, bridge.end_of_turn_id, smol_tokenizer.pad_token_id)
+        eps = run_episodes(env, backend, bridge, tasks, ["g"] * 6, SamplingParams(max_new_tokens=3, greedy=True),
+                           seed=0, batch_size=batch_size)
+        return [[(t.prompt_ids, t.action_ids, t.sampler_logprobs) for t in e.turns] for e in eps]
+
+    together, refilled = play(0), play(2)
+    for a, b in zip(together, refilled, strict=True):
+        assert [(p, ids) for p, ids, _ in a] == [(p, ids) for p, ids, _ in b]
+        assert max(abs(x - y) for (_, _, la), (_, _, lb) in zip(a, b) for x, y in zip(la, lb)) < 1e-4

@@ -18,7 +18,7 @@ from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
 from turncredit.episode import Episode, Turn
 from turncredit.policy.backends import Generation, GenerationState, PolicyBackend, SamplingParams
 
-__all__ = ["RolloutStats", "SamplingParams", "even_batches", "run_episodes", "task_rng"]
+__all__ = ["RolloutStats", "SamplingParams", "run_episodes", "task_rng"]
 
 
 @dataclass
@@ -51,72 +51,60 @@ def run_episodes(
 ) -> list[Episode]:
     """Play one episode per (task, group id) until each is done or hits the env's turn limit.
 
-    Episodes are cut into batches of at most `batch_size` (0 = one batch), as even as possible
-    (`even_batches`); within a batch all active episodes generate together and a finished one
-    leaves the batch at once. `on_finished(n)` is told after every turn how many episodes just
-    ended (for a progress bar).
+    At most `batch_size` episodes play at once (0 = all); each turn every playing episode
+    generates together, a finished one leaves the batch at once, and the next waiting episode
+    takes its row (continuous batching): the batch stays full until the work runs out, instead
+    of a batch's last long games decoding a few rows at a time. `on_finished(n)` is told after
+    every turn how many episodes just ended (for a progress bar).
     """
     stats = stats if stats is not None else RolloutStats()
+    on_finished = on_finished or (lambda n: None)
     pairs = list(zip(tasks, group_ids, strict=True))
-    episodes: list[Episode] = []
-    for b, part in enumerate(even_batches(len(pairs), batch_size)):
-        episodes += _run_batch(env, backend, bridge, pairs[part.start:part.stop], params, seed, b, stats,
-                               on_finished or (lambda n: None))
-    return episodes
-
-
-def even_batches(n: int, batch_size: int) -> list[range]:
-    """⌈n / batch_size⌉ consecutive batches whose sizes differ by at most one (0 = one batch).
-
-    200 games at batch 64 play as 4 × 50, not 64 + 64 + 64 + 8: a last batch of 8 would run
-    its 20 turns at a batch size where a decode step costs nearly what a full one does, and
-    the largest batch, which sets the KV cache's peak memory, is 22 % smaller.
-    """
-    if n <= 0:
+    if not pairs:
         return []
-    count = -(-n // batch_size) if batch_size > 0 else 1
-    base, extra = divmod(n, count)
-    bounds = [0]
-    for i in range(count):
-        bounds.append(bounds[-1] + base + (i < extra))
-    return [range(a, b) for a, b in zip(bounds, bounds[1:])]
-
-
-def _run_batch(env, backend, bridge, pairs, params, seed, batch_no, stats, on_finished) -> list[Episode]:
+    size = len(pairs) if batch_size <= 0 else min(batch_size, len(pairs))
     episodes: list[Episode] = []
-    states = []
+    states: list = []
     pending: list[list[int]] = []  # tokens to put before each episode's next action
-    for task, gid in pairs:
-        messages, state = env.reset(task, task_rng(seed, task))
-        episodes.append(Episode(task=task.to_dict(), group_id=gid, messages=messages))
-        states.append(state)
-        pending.append(bridge.opening_ids(messages))
-    done = [False] * len(episodes)
-    gen_state: GenerationState = backend.start(len(episodes), seed=seed * 1009 + batch_no)
-    for _ in range(env.max_turns):
-        rows = [i for i, d in enumerate(done) if not d]
-        if not rows:
-            break
+    done: list[bool] = []
+
+    def admit(rows: list[int]) -> None:
+        for r in rows:
+            if r != len(episodes):
+                raise RuntimeError(f"backend opened row {r} for episode {len(episodes)}: rows must be the next ids")
+            task, gid = pairs[r]
+            messages, state = env.reset(task, task_rng(seed, task))
+            episodes.append(Episode(task=task.to_dict(), group_id=gid, messages=messages))
+            states.append(state)
+            pending.append(bridge.opening_ids(messages))
+            done.append(False)
+
+    gen_state: GenerationState = backend.start(size, seed=seed * 1009)
+    admit(list(range(size)))
+    playing = list(range(size))
+    while playing:
         t0 = time.perf_counter()
-        gens = gen_state.generate(rows, [pending[i] for i in rows], params)
+        gens = gen_state.generate(playing, [pending[i] for i in playing], params)
         stats.seconds_generate += time.perf_counter() - t0
-        stats.tokens_prompt += sum(len(pending[i]) for i in rows)
+        stats.tokens_prompt += sum(len(pending[i]) for i in playing)
         texts = [bridge.decode_action(gen.ids) for gen in gens]
         t0 = time.perf_counter()
-        results = env.step_batch([states[i] for i in rows], texts)
+        results = env.step_batch([states[i] for i in playing], texts)
         stats.seconds_env += time.perf_counter() - t0
-        finished = []
-        for i, gen, text, res in zip(rows, gens, texts, results, strict=True):
+        for i, gen, text, res in zip(playing, gens, texts, results, strict=True):
             _advance(env, bridge, episodes[i], gen, text, res, pending, i, done, stats)
-            if done[i]:
-                finished.append(i)
+            if not done[i] and episodes[i].num_turns >= env.max_turns:
+                done[i] = episodes[i].truncated = True  # the env did not end it within its own turn limit
+        finished = [i for i in playing if done[i]]
         gen_state.finish(finished)
         on_finished(len(finished))
+        playing = [i for i in playing if not done[i]]
+        waiting = len(pairs) - len(episodes)
+        if finished and waiting:
+            new = gen_state.add_rows(min(len(finished), waiting))
+            admit(new)
+            playing += new
     stats.tokens_prefilled += getattr(gen_state, "tokens_prefilled", 0)
-    for i, ep in enumerate(episodes):
-        if not done[i]:  # the env did not end it within its own turn limit
-            ep.truncated = True
-    on_finished(done.count(False))
     return episodes
 
 

@@ -43,6 +43,10 @@ class GenerationState(Protocol):
     def finish(self, rows: Sequence[int]) -> None:
         """These rows are done; free what they hold."""
 
+    def add_rows(self, n: int) -> list[int]:
+        """Open `n` more rows, empty, for episodes that start now; returns their ids (the next
+        unused ones, in order)."""
+
 
 class PolicyBackend(Protocol):
     def start(self, n_rows: int, seed: int) -> GenerationState: ...
@@ -147,6 +151,21 @@ class _Rows:
             cache.update(layer.keys[index][:, :, cols], layer.values[index][:, :, cols], i)
         return _Rows(cache, mask[:, cols], self.next_pos[index].clone())
 
+    def take_in(self, child: "_Rows", index: torch.Tensor) -> None:
+        """Rows `index` (empty) take `child`'s cache, right-aligned; the batch widens if it is narrower."""
+        n, width = self.mask.shape
+        extra = max(0, child.mask.shape[1] - width)
+        for i, small in enumerate(child.cache.layers):
+            if extra:  # holes for every row (creates the layer if the batch had none yet)
+                _, heads, _, dim = small.keys.shape
+                self.cache.update(small.keys.new_zeros((n, heads, extra, dim)),
+                                  small.values.new_zeros((n, heads, extra, small.values.shape[-1])), i)
+            self.cache.layers[i].write_rows(index, small.keys, small.values)
+        self.mask = torch.cat([self.mask, self.mask.new_zeros((n, extra))], dim=1)
+        self.mask[index] = 0
+        self.mask[index, self.mask.shape[1] - child.mask.shape[1]:] = child.mask
+        self.next_pos[index] = child.next_pos
+
     def take_back(self, child: "_Rows", index: torch.Tensor, born_with: int) -> None:
         """Append the columns `child` (split off at `index` with `born_with` columns) wrote since;
         the other rows get holes there."""
@@ -167,19 +186,52 @@ class _Rows:
 
 
 class _KVState:
+    """The batch's rows: `slot` maps a row id to its index in the batch tensors. Rows that
+    finish free their index; rows added later (`add_rows`) take freed indices first, and the
+    batch is compacted only at the next turn if some stay free, so a finished episode replaced by
+    a waiting one costs no copy of the cache."""
+
     def __init__(self, backend: KVCacheBackend, n_rows: int, seed: int) -> None:
         self.b = backend
-        self.slot = {r: r for r in range(n_rows)}  # row id → index in the batch tensors
         self.device = next(backend.model.parameters()).device
-        self.rows = _Rows(growing_cache(), torch.zeros((n_rows, 0), dtype=torch.long, device=self.device),
-                          torch.zeros(n_rows, dtype=torch.long, device=self.device))
-        self.unfed: dict[int, list[int]] = {r: [] for r in range(n_rows)}  # sampled, not yet in cache
+        self.slot: dict[int, int] = {}  # row id → index in the batch tensors
+        self.free: list[int] = []  # indices of finished rows not compacted away yet
+        self.fresh: set[int] = set()  # rows with nothing in the cache yet
+        self.unfed: dict[int, list[int]] = {}  # sampled, not yet in cache
+        self.next_row = 0
+        self.rows = self._empty_rows(0)
         self.gen = torch.Generator(device=self.device).manual_seed(seed)
         self.tokens_prefilled = 0
+        self.add_rows(n_rows)
+
+    def _empty_rows(self, n: int) -> _Rows:
+        return _Rows(growing_cache(), torch.zeros((n, 0), dtype=torch.long, device=self.device),
+                     torch.zeros(n, dtype=torch.long, device=self.device))
 
     @property
     def mask(self) -> torch.Tensor:
         return self.rows.mask
+
+    def add_rows(self, n: int) -> list[int]:
+        """Open `n` more rows (continuous batching); returns their ids."""
+        ids = list(range(self.next_row, self.next_row + n))
+        self.next_row += n
+        b, grow = self.rows, max(0, n - len(self.free))
+        if grow:
+            held = b.mask.shape[0]
+            for layer in b.cache.layers:
+                layer.add_rows(grow)
+            b.mask = torch.cat([b.mask, b.mask.new_zeros((grow, b.mask.shape[1]))])
+            b.next_pos = torch.cat([b.next_pos, b.next_pos.new_zeros(grow)])
+            self.free += range(held, held + grow)
+        self.free.sort()
+        for r in ids:
+            s = self.slot[r] = self.free.pop(0)
+            b.mask[s] = 0
+            b.next_pos[s] = 0
+            self.unfed[r] = []
+            self.fresh.add(r)
+        return ids
 
     @torch.no_grad()
     def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
@@ -191,38 +243,69 @@ class _KVState:
         finally:
             model.train(was_training)
 
-    def _prefill_shared_prefix(self, seqs: list[list[int]]) -> list[list[int]]:
-        """Encode the prefix all rows share once and copy its cache to every row; return the rest.
+    def _prefill_shared_prefix(self, target: _Rows, seqs: list[list[int]]) -> list[list[int]]:
+        """Encode the prefix all `seqs` share once into the empty `target` and copy its cache to
+        every row; return the rest.
 
         A step's episodes usually open with the same system prompt, and a GRPO group's members
-        with the very same prompt: only the first turn can share, while the cache is empty.
+        with the very same prompt.
         """
-        n = len(self.slot)
-        if len(seqs) != n or n < 2 or self.rows.mask.shape[1]:
+        n = len(seqs)
+        if n < 2 or target.mask.shape[1]:
             return seqs
         shared = 0
         for column in zip(*seqs):
             if any(t != column[0] for t in column):
                 break
             shared += 1
-        shared = min(shared, min(len(s) for s in seqs) - 1)  # each row keeps a token to sample after
+        shared = min(shared, min(len(s) for s in seqs))
         if shared < 2:
             return seqs
         prefix = torch.tensor([seqs[0][:shared]], device=self.device)
-        cache = self.rows.cache
-        self.b.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.b.cache_kwarg: cache})
-        cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
-        self.rows.mask = torch.ones((n, shared), dtype=torch.long, device=self.device)
-        self.rows.next_pos = self.rows.next_pos + shared
+        self.b.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.b.cache_kwarg: target.cache})
+        target.cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
+        target.mask = torch.ones((n, shared), dtype=torch.long, device=self.device)
+        target.next_pos = target.next_pos + shared
         self.tokens_prefilled += shared
         return [s[shared:] for s in seqs]
 
+    def _prefill_fresh(self, fresh: list[int], seqs: dict[int, list[int]]) -> None:
+        """Encode all but the last new token of each fresh row in a batch of their own (their
+        shared opening once), then move that cache into their rows of the batch; what is left
+        of `seqs[r]` is the token whose logits sample the row's action with the others."""
+        fresh = sorted(fresh, key=self.slot.get)
+        child = self._empty_rows(len(fresh))
+        rest = self._prefill_shared_prefix(child, [seqs[r][:-1] for r in fresh])
+        width = max(len(x) for x in rest)
+        if width:
+            ids = torch.full((len(fresh), width), self.b.pad, dtype=torch.long)
+            new_mask = torch.zeros((len(fresh), width), dtype=torch.long)
+            for j, x in enumerate(rest):
+                if x:
+                    ids[j, width - len(x):] = torch.tensor(x)
+                    new_mask[j, width - len(x):] = 1
+            child.forward(self.b, ids.to(self.device), new_mask.to(self.device))
+            self.tokens_prefilled += sum(len(x) for x in rest)
+        for r in fresh:
+            seqs[r] = seqs[r][-1:]
+        index = [self.slot[r] for r in fresh]
+        if not self.rows.mask.shape[1] and index == list(range(self.rows.mask.shape[0])):
+            self.rows = child  # every row is new: theirs is the batch's cache
+        elif child.mask.shape[1]:
+            self.rows.take_in(child, torch.tensor(index, device=self.device))
+
     def _generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
-        n = len(self.slot)
+        self._compact()
+        by_row = {r: self.unfed[r] + list(t) for r, t in zip(rows, new_tokens)}
+        fresh = [r for r in rows if r in self.fresh]
+        if fresh:
+            self.fresh.difference_update(fresh)
+            if len(fresh) == len(self.slot) and self.rows.mask.shape[1]:
+                self.rows = self._empty_rows(len(self.slot))  # none of the old cache is needed
+            self._prefill_fresh(fresh, by_row)
         self._drop_holes()
-        seqs = [self.unfed[r] + list(t) for r, t in zip(rows, new_tokens)]
-        if list(rows) == sorted(self.slot, key=self.slot.get):
-            seqs = self._prefill_shared_prefix(seqs)
+        n = len(self.slot)
+        seqs = [by_row[r] for r in rows]
         width = max(len(seq) for seq in seqs)
         ids = torch.full((n, width), self.b.pad, dtype=torch.long)
         new_mask = torch.zeros((n, width), dtype=torch.long)
@@ -281,11 +364,17 @@ class _KVState:
             b.mask = drop_holes(b.cache, b.mask)
 
     def finish(self, rows: Sequence[int]) -> None:
-        gone = {self.slot.pop(r) for r in rows if r in self.slot}
-        if not gone:
-            return
         for r in rows:
-            self.unfed.pop(r, None)
+            if r in self.slot:
+                self.free.append(self.slot.pop(r))
+                self.unfed.pop(r, None)
+                self.fresh.discard(r)
+
+    def _compact(self) -> None:
+        """Drop the rows finished and not reused, and the columns no remaining row uses."""
+        if not self.free:
+            return
+        self.free = []
         keep_old = sorted(self.slot.values())
         self.slot = {r: keep_old.index(s) for r, s in self.slot.items()}
         keep = torch.tensor(keep_old, dtype=torch.long, device=self.device)
@@ -294,7 +383,6 @@ class _KVState:
             b.cache.batch_select_indices(keep)
         b.mask = b.mask[keep]
         b.next_pos = b.next_pos[keep]
-        # drop sequence columns no remaining row uses
         used = b.mask.any(dim=0)
         if len(keep) and not bool(used.all()):
             cols = used.nonzero().squeeze(-1)
@@ -319,7 +407,14 @@ class _RecomputeState:
     def __init__(self, backend: RecomputeBackend, n_rows: int) -> None:
         self.b = backend
         self.ctx: dict[int, list[int]] = {r: [] for r in range(n_rows)}
+        self.next_row = n_rows
         self.tokens_prefilled = 0
+
+    def add_rows(self, n: int) -> list[int]:
+        ids = list(range(self.next_row, self.next_row + n))
+        self.next_row += n
+        self.ctx.update((r, []) for r in ids)
+        return ids
 
     @torch.no_grad()
     def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:

@@ -89,6 +89,22 @@ class GrowingLayer(DynamicLayer):
         self.length = width
         self._refresh()
 
+    def add_rows(self, n: int) -> None:
+        """Append `n` rows of zeros (masked columns must hold finite values: 0 × NaN is NaN)."""
+        if not self.is_initialized or self._k is None:
+            return
+        b, h, cap, d = self._k.shape
+        k, v = self._k.new_zeros((b + n, h, cap, d)), self._v.new_zeros((b + n, h, cap, self._v.shape[-1]))
+        k[:b, :, :self.length], v[:b, :, :self.length] = self.keys, self.values
+        self._k, self._v = k, v
+        self._refresh()
+
+    def write_rows(self, rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Overwrite the last `keys.shape[-2]` filled columns of `rows` with `keys`/`values`."""
+        width = keys.shape[-2]
+        self._k[rows, :, self.length - width:self.length] = keys
+        self._v[rows, :, self.length - width:self.length] = values
+
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove < 0 and self.is_initialized and self._k is not None:
             self.length = max(0, self.length + tokens_to_remove)

@@ -111,6 +111,7 @@ class _VLLMState:
     def __init__(self, backend: VLLMBackend, n_rows: int, seed: int) -> None:
         self.b = backend
         self.ctx: dict[int, list[int]] = {r: [] for r in range(n_rows)}
+        self.next_row = n_rows
         self.seed = seed
         self.turn = 0
         self.tokens_prefilled = 0
@@ -149,6 +150,12 @@ class _VLLMState:
     def finish(self, rows: Sequence[int]) -> None:
         for r in rows:
             self.ctx.pop(r, None)
+
+    def add_rows(self, n: int) -> list[int]:
+        ids = list(range(self.next_row, self.next_row + n))
+        self.next_row += n
+        self.ctx.update((r, []) for r in ids)
+        return ids
 
 
 def _picked_logprob(step: dict[int, Any], token: int) -> float:

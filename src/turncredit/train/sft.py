@@ -24,6 +24,7 @@ from turncredit.train.forward import (
     TokenBatch, action_logprobs, autocast, enable_activation_checkpointing, model_device, pack,
 )
 from turncredit.train.loss import aggregate
+from turncredit.train.optim import adamw
 
 Dialogue = list[dict[str, str]] | Episode  # a chat, or an episode with its own tokens
 
@@ -115,7 +116,7 @@ def run_sft(
     if cfg.activation_checkpointing:
         enable_activation_checkpointing(session.model)
     params = [p for p in session.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = random.Random(seed)
     bf16 = choose_precision(cfg.bf16, model_device(session.model)).bf16
     history: list[dict[str, Any]] = []

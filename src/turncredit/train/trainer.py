@@ -41,6 +41,7 @@ from turncredit.train.forward import (
     action_logprobs, autocast, enable_activation_checkpointing, episodes_to_batch, idle_batch, model_device,
 )
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss, truncated_is_weights
+from turncredit.train.optim import adamw
 from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr
 
 log = logging.getLogger(__name__)
@@ -152,9 +153,7 @@ class Trainer:
         self.scorer = self.dist.wrap(self.model)  # what the update runs forward through
         self.ref_scorer = self.dist.wrap(frozen) if frozen is not None else None
         self.params = [p for p in self.scorer.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay
-        )
+        self.optimizer = adamw(self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay)
         self.step_idx = 0
         if resume_from is not None:
             self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)

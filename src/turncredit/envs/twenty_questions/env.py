@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
+from turncredit.envs.templates import resolve_template
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question
 from turncredit.faults import CallFailed, FaultInjector, FaultOptions, call_with_retries
 from turncredit.envs.twenty_questions.mentions import mentions, plural_forms  # noqa: F401 (re-exported)
@@ -38,6 +39,14 @@ DEFAULT_SYSTEM_PROMPT = (
     "with \"Is it a <word>?\". Reply with exactly one short question ending in \"?\" and "
     "nothing else."
 )
+
+#: the opening user message; {listing} is " It is one of these N words: a, b, …." (empty in the open game)
+DEFAULT_FIRST_PROMPT = "I am thinking of a secret word.{listing} You have {max_turns} questions. Ask your first question."
+#: the user message after each answer but the last: the answer alone ({label} is its word in
+#: lower case, as the ΔBelief-RL reference writes it before repeating its direct prompt)
+DEFAULT_FOLLOWUP_PROMPT = "{reply}"
+FIRST_PROMPT_FIELDS = ("listing", "candidates", "num_candidates", "max_turns")
+FOLLOWUP_PROMPT_FIELDS = ("reply", "label", "turn", "max_turns", "turns_left")
 
 SYNTAX_HINT = "Ask exactly one yes/no question: {min}-{max} characters, ending in a single '?'."
 REPEATED_REPLY = "Repeated question. You already asked that; ask something new."
@@ -68,7 +77,13 @@ class TwentyQuestionsOptions:
     #: the answers and report each turn's exact belief gain (`StepResult.belief_gain`): one
     #: oracle answer per consistent word per question (~8 ms a game)
     exact_belief: bool = True
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    # prompts (each `…_file` option, when set, replaces the text with the file's, checked at load)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT  # placeholders: {max_turns}
+    system_prompt_file: str = ""
+    first_prompt: str = DEFAULT_FIRST_PROMPT  # placeholders: {listing} {candidates} {num_candidates} {max_turns}
+    first_prompt_file: str = ""
+    followup_prompt: str = DEFAULT_FOLLOWUP_PROMPT  # placeholders: {reply} {label} {turn} {max_turns} {turns_left}
+    followup_prompt_file: str = ""
 
 
 @dataclass
@@ -118,6 +133,13 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         except TypeError as e:
             raise ValueError(f"twenty_questions.faults: {e}") from None
         self.injector = FaultInjector(faults) if faults.rate > 0 else None
+        self.system_text = resolve_template(o.system_prompt, o.system_prompt_file, "twenty_questions.system_prompt",
+                                            allowed=("max_turns",))
+        self.first_text = resolve_template(
+            o.first_prompt, o.first_prompt_file, "twenty_questions.first_prompt", allowed=FIRST_PROMPT_FIELDS,
+            one_of=("listing", "candidates") if o.num_candidates > 0 else ())  # a listed game must show its list
+        self.followup_text = resolve_template(o.followup_prompt, o.followup_prompt_file, "twenty_questions.followup_prompt",
+                                              allowed=FOLLOWUP_PROMPT_FIELDS, one_of=("reply", "label"))
         self.oracle_counts: Counter[str] = Counter()
         self._words: dict[str, list[SecretWord]] = {}
 
@@ -185,7 +207,7 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             ) from None
         split = d.get("split") or self._find_split(secret.word)
         state = TwentyQuestionsState(secret=secret, split=split)
-        listing = ""
+        listing = words = ""
         if self.options.num_candidates > 0:
             # sorted first, so the draw depends only on the rng, never on the file's order
             others = {w.word: w for w in self.words(split) if w.word != secret.word}
@@ -196,12 +218,11 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             state.consistent = list(picked)
             words = ", ".join(w.word for w in picked)
             listing = f" It is one of these {len(picked)} words: {words}."
-        user = (
-            f"I am thinking of a secret word.{listing} "
-            f"You have {self.options.max_turns} questions. Ask your first question."
-        )
+        max_turns = self.options.max_turns
+        user = self.first_text.format(listing=listing, candidates=words, num_candidates=len(state.candidates),
+                                      max_turns=max_turns)
         messages = [
-            {"role": "system", "content": self.options.system_prompt},
+            {"role": "system", "content": self.system_text.format(max_turns=max_turns)},
             {"role": "user", "content": user},
         ]
         return messages, state
@@ -234,6 +255,9 @@ class TwentyQuestionsEnv(MultiTurnEnv):
                 outcome -= o.length_penalty * state.turns
             reward += outcome
             info["outcome_reward"] = outcome  # the end-of-game part (turn_grpo can spread it over turns)
+        else:  # the next question's prompt: the answer, and whatever the protocol repeats after it
+            reply = self.followup_text.format(reply=reply, label=label.lower(), turn=state.turns,
+                                              max_turns=o.max_turns, turns_left=o.max_turns - state.turns)
         state.done, state.success = done, won
         return StepResult(reply=reply, reward=reward, done=done, success=won, info=info, answer=answer,
                           belief_gain=gain)

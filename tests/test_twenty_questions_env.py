@@ -339,11 +339,35 @@ def test_plain_word_list_resolves_synsets(tmp_path) -> None:
     assert [t.task_id for t in e.tasks("train")] == ["dog", "ice cream", "glasses", "salt"]
 
 
-def test_unresolvable_word_names_file_line_and_word(tmp_path) -> None:
-    p = tmp_path / "list.txt"
-    p.write_text("dog\nhappiness\n")
-    with pytest.raises(ValueError, match=rf"{p}:2: word 'happiness' has no concrete WordNet noun sense"):
-        load_words(p)
+def test_mixed_abstract_and_concrete_list_loads_with_wordnet_and_with_a_judge(tmp_path) -> None:
+    """COCA+-style lists: abstract nouns get their first noun sense (the WordNet oracle answers
+    from it); a word without any noun sense is an error naming file, line and word — unless the
+    judge is an LLM, which reads only the word."""
+    p = tmp_path / "coca_plus.txt"
+    p.write_text("dog\nfreedom\nidea\nhammer\nhappiness\n")
+    words = load_words(p)
+    assert words == [
+        SecretWord("dog", "dog.n.01", "animal"),
+        SecretWord("freedom", "freedom.n.01", "state"),
+        SecretWord("idea", "idea.n.01", "cognition"),
+        SecretWord("hammer", "hammer.n.01", "artifact"),
+        SecretWord("happiness", "happiness.n.01", "state"),
+    ]
+    state, results = play(TwentyQuestionsEnv(TwentyQuestionsOptions(words_train=str(p))),
+                          Task("idea", {"secret": "idea", "synset": "idea.n.01", "split": "train"}),
+                          "Is it a kind of content?", "Is it an animal?")
+    assert [r.info["label"] for r in results] == ["Yes", "No"]  # answered from the abstract sense
+
+    bad = tmp_path / "typo.txt"
+    bad.write_text("dog\nfreedom\nfredom\n")
+    with pytest.raises(ValueError, match=rf"{bad}:3: word 'fredom' has no WordNet noun sense"):
+        load_words(bad)
+    with pytest.raises(ValueError, match=rf"{bad}:3: word 'fredom'"):
+        TwentyQuestionsEnv(TwentyQuestionsOptions(words_train=str(bad))).tasks("train")
+    judged = TwentyQuestionsEnv(TwentyQuestionsOptions(words_train=str(bad), oracle="llm",
+                                                       oracle_options={"chat_client": object()}))
+    assert [t.task_id for t in judged.tasks("train")] == ["dog", "freedom", "fredom"]
+    assert judged.words("train")[2] == SecretWord("fredom", "", "")
 
 
 def test_tsv_word_list_keeps_recorded_synset(tmp_path) -> None:

@@ -173,14 +173,14 @@ class TwentyQuestionsEnv(MultiTurnEnv):
     def words(self, split: str) -> list[SecretWord]:
         """The secrets of a split (loaded once)."""
         if split not in self._words:
-            self._words[split] = load_words(self.words_path(split))
+            self._words[split] = load_words(self.words_path(split), needs_synset=self.oracle.needs_synset)
         return self._words[split]
 
     def tasks(self, split: str) -> list[Task]:
         return [word_task(w, split) for w in self.words(split)]
 
     def find_task(self, task_id: str) -> Task:
-        """A listed word's task, or any concrete WordNet noun (so a person may pick the secret)."""
+        """A listed word's task, or any WordNet noun (so a person may pick the secret)."""
         try:
             return super().find_task(task_id)
         except ValueError:
@@ -189,9 +189,9 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         from turncredit.envs.twenty_questions.words import qualifying_synset, secret_from_synset
 
         word = task_id.strip().lower()
-        syn = qualifying_synset(load_wordnet(), word)
+        syn = qualifying_synset(load_wordnet(), word, any_sense=True)
         if syn is None:
-            raise ValueError(f"secret {task_id!r}: not in the word lists and no concrete WordNet noun sense")
+            raise ValueError(f"secret {task_id!r}: not in the word lists and no WordNet noun sense")
         return word_task(secret_from_synset(word, syn), "test")  # candidates drawn from the test words
 
     # -- episode -------------------------------------------------------------------------------

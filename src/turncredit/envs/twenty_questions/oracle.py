@@ -40,6 +40,8 @@ class Oracle:
     #: answers are a cheap, deterministic function of (question, word): the environment may ask
     #: about every listed word to keep the exact posterior (`exact_belief`). Not a person or a judge
     exact: ClassVar[bool] = False
+    #: answers come from the secret's WordNet synset: every listed word must have one
+    needs_synset: ClassVar[bool] = False
 
     def answer(self, question: str, secret: SecretWord, history: Sequence[tuple[str, str]] = ()) -> OracleAnswer:
         """`history`: the episode's earlier (question, reply) pairs, for judges that read them."""
@@ -139,6 +141,7 @@ class WordNetOracle(Oracle):
     """Category questions answered from WordNet's hypernym closure of the secret's synset."""
 
     exact = True
+    needs_synset = True
 
     def __init__(self) -> None:
         self.wn = load_wordnet()

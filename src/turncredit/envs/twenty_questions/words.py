@@ -1,7 +1,9 @@
 """Secret words: the shipped splits (data/words/*.tsv) and user-supplied lists.
 
-A secret carries the WordNet synset that qualified it as a concrete noun, because the oracle
-must answer from that sense (WordNet's first sense of a word is not always the concrete one).
+A secret carries the WordNet synset the WordNet oracle answers from: a concrete sense where the
+word has one (WordNet's first sense of a word is not always the concrete one), else its first
+noun sense, so lists with abstract nouns (the ΔBelief-RL paper's COCA+: "freedom", "idea") load
+too. With a judge that needs no WordNet (an LLM), a word WordNet lacks loads without a synset.
 """
 
 from __future__ import annotations
@@ -28,18 +30,19 @@ class SecretWord:
     category: str  # lexname without "noun.", e.g. "animal"
 
 
-def qualifying_synset(wn: Any, word: str) -> Any | None:
-    """The first noun sense (WordNet order) of `word` in a concrete lexicographer file.
+def qualifying_synset(wn: Any, word: str, any_sense: bool = False) -> Any | None:
+    """The first noun sense (WordNet order) of `word` in a concrete lexicographer file, or with
+    `any_sense` and no concrete one, its first noun sense of any kind.
 
     Only senses that list `word` itself as a lemma count, so "glasses" is spectacles and never
     falls back to the senses of "glass".
     """
     key = word.strip().lower().replace(" ", "_")
-    for syn in wn.synsets(key, "n"):
-        names = {name.lower() for name in syn.lemma_names()}
-        if key in names and syn.lexname() in CONCRETE_LEXNAMES:
-            return syn
-    return None
+    own = [syn for syn in wn.synsets(key, "n") if key in {name.lower() for name in syn.lemma_names()}]
+    concrete = [syn for syn in own if syn.lexname() in CONCRETE_LEXNAMES]
+    if concrete:
+        return concrete[0]
+    return own[0] if any_sense and own else None
 
 
 def secret_from_synset(word: str, syn: Any) -> SecretWord:
@@ -53,8 +56,14 @@ def default_words_path(split: str) -> Path:
     return repo_root() / "data" / "words" / f"{split}.tsv"
 
 
-def load_words(path: str | Path) -> list[SecretWord]:
-    """Our TSV (header word, synset, category, ...) or a plain file of one word per line."""
+def load_words(path: str | Path, needs_synset: bool = True) -> list[SecretWord]:
+    """Our TSV (header word, synset, category, ...) or a plain file of one word per line.
+
+    A plain word gets its concrete WordNet noun sense, else its first noun sense; one with no
+    noun sense at all is an error naming the file, line and word when `needs_synset` (the
+    WordNet oracle answers from the synset), else it loads with an empty synset (an LLM judge
+    reads only the word).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"word list not found: {path}")
@@ -63,7 +72,7 @@ def load_words(path: str | Path) -> list[SecretWord]:
     if first.split("\t")[0].strip().lower() == "word" and "\t" in first:
         words = _load_tsv(path, lines)
     else:
-        words = _load_plain(path, lines)
+        words = _load_plain(path, lines, needs_synset)
     if not words:
         raise ValueError(
             f"{path}: no words found (expected a TSV with a 'word' header or one word per line)"
@@ -105,7 +114,7 @@ def _synset_category(path: Path, n: int, synset: str) -> str:
     return syn.lexname().split(".", 1)[-1]
 
 
-def _load_plain(path: Path, lines: list[str]) -> list[SecretWord]:
+def _load_plain(path: Path, lines: list[str], needs_synset: bool) -> list[SecretWord]:
     from turncredit.envs.twenty_questions.wordnet import load_wordnet
 
     wn = load_wordnet()
@@ -114,11 +123,14 @@ def _load_plain(path: Path, lines: list[str]) -> list[SecretWord]:
         word = line.strip()
         if not word or word.startswith("#"):
             continue
-        syn = qualifying_synset(wn, word)
-        if syn is None:
+        syn = qualifying_synset(wn, word, any_sense=True)
+        if syn is not None:
+            out.append(secret_from_synset(word, syn))
+        elif needs_synset:
             raise ValueError(
-                f"{path}:{n}: word {word!r} has no concrete WordNet noun sense "
-                f"(one of {', '.join(CONCRETE_LEXNAMES)})"
+                f"{path}:{n}: word {word!r} has no WordNet noun sense, which the WordNet oracle answers "
+                "from (fix the spelling, give its synset in a TSV, or use an LLM judge: oracle=llm)"
             )
-        out.append(secret_from_synset(word, syn))
+        else:
+            out.append(SecretWord(word=word, synset="", category=""))
     return out

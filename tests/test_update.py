@@ -137,6 +137,24 @@ def test_warmup_lr_rises_linearly_to_the_rate():
     assert warmup_lr(8e-5, 0, 0) == 8e-5 and warmup_lr(8e-5, 0, 1) == 8e-5
 
 
+def test_warmup_steps_from_a_ratio_of_the_run_as_verl_and_a_step_count_wins():
+    from turncredit.train.schedule import warmup_steps
+
+    # SPADER: 5 % of 300 steps × 1 epoch × 1 minibatch
+    assert warmup_steps(0, 0.05, 300) == 15
+    assert warmup_steps(0, 0.05, 39) == 1  # ⌊1.95⌋
+    assert warmup_steps(4, 0.05, 300) == 4
+    assert warmup_steps(0, 0.0, 300) == 0
+
+
+def test_the_trainer_turns_a_warmup_ratio_into_optimizer_steps(tmp_path, tiny_policy, smol_tokenizer):
+    cfg = load_config(None, CFG + ["train.lr_warmup_ratio=0.25", "train.steps=4", "train.minibatches=2"])
+    trainer = Trainer(cfg, tmp_path / "ratio", session=PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer))
+    assert trainer.warmup_steps == 2  # ⌊0.25 × 4 steps × 2 minibatches⌋
+    with pytest.raises(ValueError, match="train.lr_warmup_ratio"):
+        load_config(None, CFG + ["train.lr_warmup_ratio=1.5"])
+
+
 def test_the_update_warms_its_rate_up_over_optimizer_steps_and_a_resume_continues(
         tmp_path, tiny_policy, smol_tokenizer):
     episodes = _rollout(tiny_policy, smol_tokenizer, tmp_path)

@@ -105,6 +105,9 @@ class TrainConfig:
     #: optimizer steps over which the learning rate rises linearly to `lr` (0 = none): Adam's
     #: first steps move every weight by about lr whatever the gradient (see `warmup_lr`)
     lr_warmup_steps: int = 0
+    #: or the warm-up as a fraction of the run's optimizer steps (steps × ppo_epochs × minibatches),
+    #: then constant: verl's lr_warmup_steps_ratio (SPADER: 0.05). lr_warmup_steps > 0 wins, as in verl
+    lr_warmup_ratio: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     weight_decay: float = 0.0
     clip_low: float = 0.2
@@ -447,6 +450,7 @@ def _check_ranges(cfg: Config) -> None:
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
         ("train.lr_warmup_steps", cfg.train.lr_warmup_steps >= 0, "≥ 0 (0 = no warm-up)"),
+        ("train.lr_warmup_ratio", 0 <= cfg.train.lr_warmup_ratio < 1, "in [0, 1) (0 = no warm-up)"),
         ("train.micro_batch_size", cfg.train.micro_batch_size >= 1, "≥ 1"),
         ("train.micro_batch_tokens", cfg.train.micro_batch_tokens >= 0, "≥ 0 (0 = micro_batch_size episodes)"),
         ("rollout.max_new_tokens", cfg.rollout.max_new_tokens >= 1, "≥ 1"),

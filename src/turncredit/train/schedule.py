@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["optimizer_steps_taken", "set_lr", "warmup_lr"]
+__all__ = ["optimizer_steps_taken", "set_lr", "warmup_lr", "warmup_steps"]
 
 
 def warmup_lr(lr: float, steps_taken: int, warmup_steps: int) -> float:
@@ -25,6 +25,12 @@ def warmup_lr(lr: float, steps_taken: int, warmup_steps: int) -> float:
     if warmup_steps <= 0:
         return lr
     return lr * min(1.0, (steps_taken + 1) / warmup_steps)
+
+
+def warmup_steps(steps: int, ratio: float, total_optimizer_steps: int) -> int:
+    """W for `warmup_lr`: `steps` when set (> 0), else ⌊ratio · total⌋ — verl's
+    lr_warmup_steps / lr_warmup_steps_ratio, where a positive step count wins over the ratio."""
+    return steps if steps > 0 else int(ratio * total_optimizer_steps)
 
 
 def optimizer_steps_taken(optimizer: torch.optim.Optimizer) -> int:

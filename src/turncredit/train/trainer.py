@@ -42,7 +42,7 @@ from turncredit.train.forward import (
 )
 from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss, truncated_is_weights
 from turncredit.train.optim import adamw
-from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr
+from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr, warmup_steps
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,7 @@ class Trainer:
         self.ref_scorer = self.dist.wrap(frozen) if frozen is not None else None
         self.params = [p for p in self.scorer.parameters() if p.requires_grad]
         self.optimizer = adamw(self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay)
+        self.warmup_steps = warmup_steps(t.lr_warmup_steps, t.lr_warmup_ratio, t.steps * t.ppo_epochs * t.minibatches)
         self.step_idx = 0
         if resume_from is not None:
             self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)
@@ -421,7 +422,7 @@ class Trainer:
                     self.optimizer.zero_grad(set_to_none=True)
                     st.skipped_updates += 1
                     continue
-                set_lr(self.optimizer, warmup_lr(t.lr, optimizer_steps_taken(self.optimizer), t.lr_warmup_steps))
+                set_lr(self.optimizer, warmup_lr(t.lr, optimizer_steps_taken(self.optimizer), self.warmup_steps))
                 self.optimizer.step()
                 mb["gn"] = float(gn)
                 for k in sums:

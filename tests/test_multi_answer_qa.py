@@ -130,6 +130,46 @@ def test_one_turn_of_searches_goes_to_the_retriever_in_one_call():
     assert out[2].info["label"] == "Invalid" and out[2].reward == pytest.approx(-0.1) and not out[2].done
 
 
+def test_reply_budget_per_call_fills_by_rank_across_queries_and_says_it_cut():
+    """SPADER's retriever: one character budget per call, passages in rank order with the queries
+    taking turns; whole passages (max_passage_chars 0) and no query cap (max_queries 0)."""
+    docs = [Passage(str(i), f"T{i}", f"alpha beta {'x' * 20} {i}") for i in range(4)]  # 35-36 chars of text
+    env = MultiAnswerQAEnv(MultiAnswerQAOptions(max_passage_chars=0, max_queries=0, max_reply_chars=150),
+                           retriever=ListRetriever(docs))
+    _, st = env.reset(_task(), random.Random(0))
+    line = len("Doc 1 (Title: T0) ") + len(docs[0].text)  # 52 characters a line
+    res = env.step(st, '<tool_call>["alpha", "beta", "x", "y", "z", "w"]</tool_call>')  # 6 queries: no cap
+    assert res.info["label"] == "Search" and res.info["queries"] == 6
+    body = res.reply.splitlines()
+    docs_shown = [ln for ln in body if ln.startswith("Doc ")]
+    # 150 // 52 = 2 lines fit: rank 1 of "alpha", then rank 1 of "beta"; rank 2 of "alpha" would not
+    assert len(docs_shown) == 2 and all(ln.startswith("Doc 1 ") for ln in docs_shown)
+    assert sum(len(ln) for ln in docs_shown) == 2 * line <= 150
+    assert "(Results truncated at 150 characters.)" in res.reply
+    assert res.reply.count("No results.") == 4  # the queries whose turn never came
+    whole = MultiAnswerQAEnv(MultiAnswerQAOptions(max_passage_chars=0), retriever=ListRetriever(docs))
+    _, st = whole.reset(_task(), random.Random(0))
+    res = whole.step(st, '<tool_call>["alpha"]</tool_call>')
+    assert "truncated" not in res.reply and docs[3].text in res.reply  # whole passages, no budget
+
+
+def test_instruction_in_the_user_message_from_a_file(tmp_path):
+    f = tmp_path / "instruction.txt"
+    f.write_text("Find every answer. Search with <tool_call>[...]</tool_call>.\n\nQuestion: \n")
+    env = _env(ListRetriever(CORPUS), system_prompt_file=str(f), instruction_in="user", question_prompt="{question}")
+    messages, _ = env.reset(_task(), random.Random(0))
+    # the file's trailing newline is dropped; the rest of it is the prefix, as the reference's constant
+    assert messages == [{"role": "user", "content": "Find every answer. Search with <tool_call>[...]</tool_call>."
+                                                    "\n\nQuestion: Which countries border the Netherlands?"}]
+    messages, _ = _env(ListRetriever(CORPUS)).reset(_task(), random.Random(0))
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[1]["content"] == "Question: Which countries border the Netherlands?"
+    with pytest.raises(ValueError, match="instruction_in"):
+        _env(ListRetriever(CORPUS), instruction_in="assistant")
+    with pytest.raises(ValueError, match=r"question_prompt: missing placeholder \{question\}"):
+        _env(ListRetriever(CORPUS), question_prompt="Question:")
+
+
 def test_answer_scores_f1_and_ends_the_episode():
     env = _env(ListRetriever(CORPUS))
     _, st = env.reset(_task(), random.Random(0))

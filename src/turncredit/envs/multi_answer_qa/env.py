@@ -2,7 +2,10 @@
 
 Each turn the agent searches (several queries in one call) or answers with a list of entities;
 the answer ends the episode with its set F1 as the reward. Tool replies are the top-k passages
-of each query, each capped in characters. A malformed action gets a format reply and
+of each query, each capped in characters, and the whole reply of one call optionally capped too (SPADER's
+retriever fills a per-call character budget passage by passage, in rank order across the
+call's queries). The instruction goes in a system message or, as SPADER's reference places it,
+before the question in the user message. A malformed action gets a format reply and
 `invalid_reward`, never a crash. One turn's searches, across all active episodes, go to the
 retriever in one call (`step_batch`).
 
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from turncredit.envs.base import ENVS, EnvFailure, MultiTurnEnv, StepResult, Task
+from turncredit.envs.templates import resolve_template
 from turncredit.envs.multi_answer_qa.data import SPLITS, Question, default_data_dir, load_questions
 from turncredit.envs.multi_answer_qa.matching import RECALL_AT, mentioned_entities, reference_score, set_score
 from turncredit.envs.multi_answer_qa.parse import Action, parse_action
@@ -47,13 +51,22 @@ class MultiAnswerQAOptions:
     #: options of the retriever; bm25 defaults `corpus` to <data_dir>/corpus.jsonl, http needs `url`
     retriever_options: dict[str, Any] = field(default_factory=dict)
     top_k: int = 5  # passages per query
-    max_passage_chars: int = 300  # each passage's text is cut to this many characters
-    max_queries: int = 5  # per tool call
+    max_passage_chars: int = 300  # each passage's text is cut to this many characters (0 = whole)
+    #: characters of passages one call may return (0 = no cap): passages go in by rank, the
+    #: call's queries taking turns (1st of each, then 2nd, …), until the next would not fit
+    max_reply_chars: int = 0
+    max_queries: int = 5  # per tool call (0 = no cap)
     invalid_reward: float = -0.1  # a malformed turn
     end_on_invalid: bool = False  # a malformed turn ends the episode (GRPO baseline: −1 and stop)
     no_answer_reward: float = 0.0  # the turn limit reached without an answer
     concurrency: int = 1
-    system_prompt: str = SYSTEM_PROMPT
+    system_prompt: str = SYSTEM_PROMPT  # the instruction (no placeholders), or from a file:
+    system_prompt_file: str = ""
+    #: "system": the instruction as the system message; "user": no system message, the
+    #: instruction right before the question in the user message (SPADER's reference)
+    instruction_in: str = "system"
+    question_prompt: str = "Question: {question}"  # the user message's question part; or from a file:
+    question_prompt_file: str = ""
 
 
 @dataclass
@@ -71,10 +84,19 @@ class MultiAnswerQAEnv(MultiTurnEnv):
     def __init__(self, options: MultiAnswerQAOptions | None = None, retriever: Any = None) -> None:
         super().__init__(options if options is not None else MultiAnswerQAOptions())
         o = self.options
-        for name, ok in (("max_turns", o.max_turns >= 1), ("top_k", o.top_k >= 1),
-                         ("max_passage_chars", o.max_passage_chars >= 1), ("max_queries", o.max_queries >= 1)):
+        for name, ok, want in (("max_turns", o.max_turns >= 1, ">= 1"), ("top_k", o.top_k >= 1, ">= 1"),
+                               ("max_passage_chars", o.max_passage_chars >= 0, ">= 0 (0 = whole passages)"),
+                               ("max_reply_chars", o.max_reply_chars >= 0, ">= 0 (0 = no cap)"),
+                               ("max_queries", o.max_queries >= 0, ">= 0 (0 = no cap)")):
             if not ok:
-                raise ValueError(f"multi_answer_qa.{name}: expected >= 1, got {getattr(o, name)}")
+                raise ValueError(f"multi_answer_qa.{name}: expected {want}, got {getattr(o, name)}")
+        if o.instruction_in not in ("system", "user"):
+            raise ValueError(f"multi_answer_qa.instruction_in: expected 'system' or 'user', got {o.instruction_in!r}")
+        self.instruction = resolve_template(o.system_prompt, o.system_prompt_file, "multi_answer_qa.system_prompt",
+                                            allowed=())
+        self.question_text = resolve_template(o.question_prompt, o.question_prompt_file,
+                                              "multi_answer_qa.question_prompt", allowed=("question",),
+                                              required=("question",))
         self._retriever = retriever
         self._questions: dict[str, list[Question]] = {}
         corpus = self.corpus_path
@@ -123,8 +145,11 @@ class MultiAnswerQAEnv(MultiTurnEnv):
     # -- episode -------------------------------------------------------------------------------
     def reset(self, task: Task, rng: random.Random) -> tuple[list[dict[str, str]], QAState]:
         q = Question.from_task_data(task.task_id, task.data)
-        messages = [{"role": "system", "content": self.options.system_prompt},
-                    {"role": "user", "content": f"Question: {q.question}"}]
+        question = self.question_text.format(question=q.question)
+        if self.options.instruction_in == "user":  # the instruction as a prefix: it ends in its own separator
+            messages = [{"role": "user", "content": self.instruction + question}]
+        else:
+            messages = [{"role": "system", "content": self.instruction}, {"role": "user", "content": question}]
         return messages, QAState(question=q)
 
     def step(self, state: QAState, action_text: str) -> StepResult:
@@ -133,7 +158,7 @@ class MultiAnswerQAEnv(MultiTurnEnv):
     def step_batch(self, states: Sequence[QAState], actions: Sequence[str]) -> list[StepResult | EnvFailure]:
         if len(states) != len(actions):
             raise ValueError(f"step_batch: {len(states)} states but {len(actions)} actions")
-        parsed = [parse_action(a, self.options.max_queries) for a in actions]
+        parsed = [parse_action(a, self.options.max_queries or None) for a in actions]
         queries = list(dict.fromkeys(q for p in parsed if p.kind == "search" for q in p.items))
         hits: dict[str, list[Passage]] | EnvFailure = {}
         if queries:
@@ -162,17 +187,17 @@ class MultiAnswerQAEnv(MultiTurnEnv):
             reward = o.invalid_reward + (o.no_answer_reward if last and not o.end_on_invalid else 0.0)
             return StepResult(f"Format error: {act.error}.", reward, done, info=info)
         if act.kind == "search":
+            shown, cut = self._fit_reply(act.items, hits)
             blocks, found = [], []
-            for q in act.items:
-                passages = hits.get(q, [])
-                lines = [f"Doc {j + 1} (Title: {p.title}) {p.text[: o.max_passage_chars]}" for j, p in enumerate(passages)]
-                blocks.append(f"Query: {q}\n" + ("\n".join(lines) if lines else "No results."))
-                for p in passages:
-                    found += mentioned_entities(f"{p.title} {p.text[: o.max_passage_chars]}", gold)
+            for q, lines in shown.items():
+                blocks.append(f"Query: {q}\n" + ("\n".join(text for _, text in lines) if lines else "No results."))
+                for p, _ in lines:
+                    found += mentioned_entities(f"{p.title} {self._passage_text(p)}", gold)
             retrieved = list(dict.fromkeys(found))
             state.seen_gold.update(retrieved)
             info = {"label": "Search", "queries": len(act.items), "retrieved_gold": retrieved}
-            reply = "<tool_response>\n" + "\n\n".join(blocks) + "\n</tool_response>"
+            note = f"\n(Results truncated at {o.max_reply_chars} characters.)" if cut else ""
+            reply = "<tool_response>\n" + "\n\n".join(blocks) + note + "\n</tool_response>"
             return StepResult(reply, o.no_answer_reward if last else 0.0, last, info=info)
         score, ref = set_score(act.items, gold), reference_score(act.items, gold)
         info = {"label": "Answer", "queries": 0, "retrieved_gold": [], "answers": act.items,
@@ -181,6 +206,31 @@ class MultiAnswerQAEnv(MultiTurnEnv):
                 **{f"recall@{k}": r for k, r in ref.recall_at.items()},
                 "evidence_recall": len(state.seen_gold) / max(1, len(gold))}
         return StepResult("Answer recorded.", score.f1, True, success=score.exact_match == 1.0, info=info)
+
+    def _passage_text(self, p: Passage) -> str:
+        cap = self.options.max_passage_chars
+        return p.text[:cap] if cap else p.text
+
+    def _fit_reply(self, queries: Sequence[str], hits: dict[str, list[Passage]]
+                   ) -> tuple[dict[str, list[tuple[Passage, str]]], bool]:
+        """Each query's (passage, line) pairs that fit the call's `max_reply_chars`, and whether
+        any was left out. Passages go in by rank with the queries taking turns (every query's
+        first, then every second, …), so one query cannot use up the budget of the others."""
+        budget = self.options.max_reply_chars
+        shown: dict[str, list[tuple[Passage, str]]] = {q: [] for q in queries}
+        used, depth = 0, max((len(hits.get(q, [])) for q in queries), default=0)
+        for rank in range(depth):
+            for q in queries:
+                passages = hits.get(q, [])
+                if rank >= len(passages):
+                    continue
+                p = passages[rank]
+                line = f"Doc {rank + 1} (Title: {p.title}) {self._passage_text(p)}"
+                if budget and used + len(line) > budget:
+                    return shown, True
+                used += len(line)
+                shown[q].append((p, line))
+        return shown, False
 
     def expert(self, **options: Any):
         from turncredit.envs.multi_answer_qa.expert import GoldSearcher

@@ -35,8 +35,8 @@ def _string_list(body: str, what: str) -> tuple[list[str], str]:
     return items, ""
 
 
-def parse_action(text: str, max_queries: int = 5) -> Action:
-    """Read one action; at most `max_queries` queries per search call."""
+def parse_action(text: str, max_queries: int | None = 5) -> Action:
+    """Read one action; at most `max_queries` queries per search call (None: no cap)."""
     rest = _THINK.sub("", text, count=1)
     if "<think>" in rest or "</think>" in rest:
         return Action("invalid", error="put at most one <think>…</think> block at the start")
@@ -53,7 +53,7 @@ def parse_action(text: str, max_queries: int = 5) -> Action:
     if kind == "search":
         if not items:
             return Action("invalid", error="a <tool_call> needs at least one query")
-        if len(items) > max_queries:
+        if max_queries is not None and len(items) > max_queries:
             return Action("invalid", error=f"at most {max_queries} queries per <tool_call>")
         items = list(dict.fromkeys(items))
     return Action(kind, items)

@@ -436,3 +436,34 @@ def test_the_eval_recipe_path_runs_a_local_model_against_a_retrieve_server(serve
     assert [b["queries"] for b in RetrieveHandler.seen] == [
         ["Which gases are noble"], ["Neon gases noble", "Argon gases noble"]]
     assert all(b["topk"] == 5 for b in RetrieveHandler.seen) and expert["f1"] == 1.0
+
+
+@pytest.mark.parametrize("recipe, shaper_key", [("qa-spader-qwen3-8b", "exploration_reward"),
+                                                ("qa-grpo-qwen3-8b", "query_cost")])
+def test_the_gpu_training_recipes_run_a_step_against_a_retrieve_server(recipe, shaper_key, server, tmp_path,
+                                                                        tiny_policy, smol_tokenizer):
+    """SPADER's and its GRPO baseline's recipes, one step on the CPU with the tiny model: the
+    user-message instruction, the warm-up ratio, one minibatch and each run's shaper all take part."""
+    import copy
+
+    from turncredit.config import load_config
+    from turncredit.episode import read_episodes
+    from turncredit.policy.session import PolicySession
+    from turncredit.train.trainer import Trainer
+
+    d = tmp_path / "qa"
+    d.mkdir()
+    q = {"id": "q", "question": "Which gases are noble?", "answers": [{"name": "Neon"}, {"name": "Argon"}]}
+    (d / "train.jsonl").write_text(json.dumps(q) + "\n")
+    cfg = load_config(f"configs/{recipe}.yaml", [
+        f"env.options.questions_train={d / 'train.jsonl'}", f"env.options.retriever_options.url={server}",
+        "env.options.max_turns=2", "rollout.backend=kv", "rollout.backend_options={}", "rollout.tasks_per_step=1",
+        "rollout.group_size=2", "rollout.max_new_tokens=8", "train.bf16=false"])
+    trainer = Trainer(cfg, tmp_path / "run", session=PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer))
+    assert trainer.warmup_steps == 15  # ⌊0.05 × 300 steps × 1 minibatch⌋, from the recipe's own length
+    trainer.cfg.train.steps = 1
+    trainer.train()
+    [ep, _] = read_episodes(tmp_path / "run" / "episodes" / "step_00001.jsonl")
+    assert [m["role"] for m in ep.messages] == ["user"]  # the instruction precedes the question there
+    assert ep.messages[0]["content"].endswith("Which gases are noble?")
+    assert all(shaper_key in t.info and t.advantage is not None for t in ep.turns)

@@ -102,3 +102,18 @@ def test_diversity_shaper_adds_to_env_reward_once_and_skips_aborted():
     assert a.step_rewards == pytest.approx([(x_pay - 0.01) / 2, 0.5])
     assert b.step_rewards == pytest.approx([(x_pay - 0.02) / 2])
     assert a.turns[0].info["env_reward"] == 0.0 and dead.step_rewards == [0.0]
+
+
+def test_query_cost_shaper_is_the_grpo_baselines_f1_minus_c_queries_over_gold():
+    from turncredit.rewards.shapers import query_cost_shaper
+
+    a = _ep("g", [(["X"], 3, 0.0), ([], 1, 0.0), ([], 0, 0.5)])  # 4 queries, then F1 0.5; |GT| = 2
+    dead = _ep("g", [(["X"], 1, 0.0)])
+    dead.aborted = True
+    for _ in range(2):  # idempotent
+        query_cost_shaper([a, dead], step=151, cost=0.01, cost_warmup=100, cost_ramp=100)  # c = 0.005
+    assert a.step_rewards == pytest.approx([-0.005 * 3 / 2, -0.005 / 2, 0.5])
+    assert sum(a.step_rewards) == pytest.approx(0.5 - 0.005 * 4 / 2)
+    assert dead.step_rewards == [0.0]
+    query_cost_shaper([a], step=1)  # inside the warm-up: free
+    assert a.step_rewards == pytest.approx([0.0, 0.0, 0.5])

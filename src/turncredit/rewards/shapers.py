@@ -51,6 +51,19 @@ def diversity_shaper(
     add_step_bonus(live, bonus, "exploration_reward")
 
 
+@SHAPERS.register("query_cost")
+def query_cost_shaper(episodes: Sequence[Episode], step: int, *, cost: float = 0.01, cost_warmup: int = 100,
+                      cost_ramp: int = 100) -> None:
+    """SPADER's GRPO baseline: reward = F1 − c·Q/|GT| for an episode of Q queries in all, with
+    c ramped in as in `diversity` (`query_cost`). Charged where the queries are issued,
+    −c·q_t/|GT| on each search turn, so a trajectory's total is F1 − c·Q/|GT|."""
+    c = query_cost(step - 1, cost, cost_warmup, cost_ramp)
+    live = [ep for ep in episodes if not ep.aborted]
+    bonus = [[-c * int(t.info.get("queries", 0)) / max(1, len(ep.task.get("answers", []))) for t in ep.turns]
+             for ep in live]
+    add_step_bonus(live, bonus, "query_cost")
+
+
 @SHAPERS.register("belief")
 def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: float = 0.1,
                   batch_size: int = 8) -> None:

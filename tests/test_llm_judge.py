@@ -3,6 +3,7 @@ both backends (a loopback chat-completions server and the local HF model)."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
@@ -135,20 +136,31 @@ def test_the_local_hf_judge_path(tiny_policy, smol_tokenizer):
     assert oracle.calls == 2 and oracle.unparseable == 2
 
 
+@functools.lru_cache(maxsize=1)
+def _test_words():
+    from turncredit.envs.twenty_questions.words import default_words_path, load_words
+
+    return load_words(default_words_path("test"))
+
+
 class WordNetJudgeHandler(JSONHandler):
-    """A chat-completions judge that answers as the WordNet oracle would; records each request."""
+    """A chat-completions judge that answers as the WordNet oracle would, in the recipe's
+    reasoning-then-verdict format; records each request."""
 
     seen: list = []
 
     def do_POST(self):
-        from turncredit.envs.twenty_questions.words import default_words_path, load_words
+        import re
 
         body = self.read_json()
         WordNetJudgeHandler.seen.append(body)
-        word = body["messages"][0]["content"].split('"')[1]
-        secret = next(w for w in load_words(default_words_path("test")) if w.word == word)
-        label = WordNetOracle().answer(body["messages"][-1]["content"], secret).label
-        self.send_json({"choices": [{"message": {"content": f"{label}."}}]})
+        prompt = body["messages"][-1]["content"]
+        word = re.search(r"The secret word is '([^']*)'", prompt).group(1)
+        question = re.search(r"New question: '(.*)'", prompt).group(1)
+        secret = next(w for w in _test_words() if w.word == word)
+        label = WordNetOracle().answer(question, secret).label
+        reply = f"<think>Yes would be wrong unless it fits.</think> It is {label}. <answer>[{label}]</answer>"
+        self.send_json({"choices": [{"message": {"content": reply}}]})
 
 
 def test_the_starpo_4b_eval_recipe_path_with_a_local_model_and_a_served_judge(tiny_policy, smol_tokenizer):
@@ -165,8 +177,26 @@ def test_the_starpo_4b_eval_recipe_path_with_a_local_model_and_a_served_judge(ti
         assert (cfg.eval.k, cfg.env.options["max_turns"], cfg.env.options["num_candidates"]) == (2, 20, 0)
         res, eps = evaluate_model(cfg, "tiny", PolicySession.from_model(tiny_policy, smol_tokenizer))
         assert len(eps) == 6 and res["mean_at_k"] == 0.0  # the random model asks nothing valid
-        expert = evaluate_expert(cfg)  # the scripted questioner, answered through the served judge
+        # one question to the recipe's own judge: its protocol on the wire
+        from turncredit.workflows import env_and_expert
+
+        env, _ = env_and_expert(cfg)
+        _, state = env.reset(env.tasks("test")[0], random.Random(0))
+        env.step(state, "Is it a kind of animal?")
+        env.step(state, "Is it a kind of tool?")
+        recipe_calls = list(WordNetJudgeHandler.seen)
+        # the scripted questioner, answered through the served judge; greedy here, so its answers are
+        # cached: the expert asks the judge about every open-game word to keep its candidates
+        cfg.env.options["oracle_options"]["client_options"]["temperature"] = 0.0
+        expert = evaluate_expert(cfg)
     assert expert["mean_at_k"] == 1.0
-    body = WordNetJudgeHandler.seen[0]
-    assert body["model"] == "Qwen/Qwen3-14B" and body["temperature"] == 0.0
-    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    first, second = recipe_calls
+    # the reference's judge: sampled (T 0.7, top-p 0.8, top-k 20), 250 tokens, the questioner's
+    # earlier questions inside one user message after the system prompt
+    assert first["model"] == "Qwen/Qwen3-14B" and first["temperature"] == 0.7 and first["max_tokens"] == 250
+    assert (first["top_p"], first["top_k"]) == (0.8, 20)
+    assert first["chat_template_kwargs"] == {"enable_thinking": False}
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]
+    assert "Questions asked so far: ''\nNew question: 'Is it a kind of animal?'" in first["messages"][-1]["content"]
+    assert ("Questions asked so far: 'Is it a kind of animal?'\nNew question: 'Is it a kind of tool?'"
+            in second["messages"][-1]["content"])

@@ -32,18 +32,18 @@ class GoldSearcher:
         messages, state = env.reset(task, rng)
         gold = [e.name for e in state.question.answers]
         key = keywords(state.question.question)
-        o = env.options
+        cap = env.options.max_queries or None  # 0: no cap
         budget = min(self.search_turns, env.max_turns - 1)
         turns: list[Turn] = []
         queries = [state.question.question.rstrip("?")]
         for _ in range(budget):
             text = ("<think>I should search for this.</think>" if not turns else
                     f"<think>Still missing some; searching for {len(queries)} more.</think>")
-            text += "<tool_call>" + json.dumps(queries[: o.max_queries]) + "</tool_call>"
+            text += "<tool_call>" + json.dumps(queries[:cap]) + "</tool_call>"
             res = env.step(state, text)
             turns.append(_turn(text, res))
             missing = [g for g in gold if g not in state.seen_gold]
-            queries = [f"{g} {key}".strip() for g in missing][: o.max_queries]
+            queries = [f"{g} {key}".strip() for g in missing][:cap]
             if not queries or res.done:
                 break
         if not state.done:

@@ -325,35 +325,24 @@ def test_missing_word_file_is_a_one_line_error(tmp_path) -> None:
     assert str(missing) in msg and "\n" not in msg
 
 
-def test_plain_word_list_resolves_synsets(tmp_path) -> None:
-    p = tmp_path / "coca.txt"
-    p.write_text("dog\n\nice cream\nglasses\nsalt\n")
-    words = load_words(p)
-    assert words == [
-        SecretWord("dog", "dog.n.01", "animal"),
-        SecretWord("ice cream", "ice_cream.n.01", "food"),
-        SecretWord("glasses", "spectacles.n.01", "artifact"),
-        SecretWord("salt", "salt.n.01", "substance"),
-    ]
-    e = TwentyQuestionsEnv(TwentyQuestionsOptions(words_train=str(p)))
-    assert [t.task_id for t in e.tasks("train")] == ["dog", "ice cream", "glasses", "salt"]
-
-
 def test_mixed_abstract_and_concrete_list_loads_with_wordnet_and_with_a_judge(tmp_path) -> None:
     """COCA+-style lists: abstract nouns get their first noun sense (the WordNet oracle answers
     from it); a word without any noun sense is an error naming file, line and word — unless the
     judge is an LLM, which reads only the word."""
     p = tmp_path / "coca_plus.txt"
-    p.write_text("dog\nfreedom\nidea\nhammer\nhappiness\n")
-    words = load_words(p)
-    assert words == [
+    p.write_text("dog\n\nfreedom\nice cream\nidea\nglasses\nsalt\nhappiness\n")
+    assert load_words(p) == [
         SecretWord("dog", "dog.n.01", "animal"),
         SecretWord("freedom", "freedom.n.01", "state"),
+        SecretWord("ice cream", "ice_cream.n.01", "food"),
         SecretWord("idea", "idea.n.01", "cognition"),
-        SecretWord("hammer", "hammer.n.01", "artifact"),
+        SecretWord("glasses", "spectacles.n.01", "artifact"),  # its own lemma, never a sense of "glass"
+        SecretWord("salt", "salt.n.01", "substance"),  # a concrete sense first
         SecretWord("happiness", "happiness.n.01", "state"),
     ]
-    state, results = play(TwentyQuestionsEnv(TwentyQuestionsOptions(words_train=str(p))),
+    e = TwentyQuestionsEnv(TwentyQuestionsOptions(words_train=str(p)))
+    assert [t.task_id for t in e.tasks("train")] == ["dog", "freedom", "ice cream", "idea", "glasses", "salt", "happiness"]
+    state, results = play(e,
                           Task("idea", {"secret": "idea", "synset": "idea.n.01", "split": "train"}),
                           "Is it a kind of content?", "Is it an animal?")
     assert [r.info["label"] for r in results] == ["Yes", "No"]  # answered from the abstract sense

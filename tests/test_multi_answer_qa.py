@@ -155,12 +155,13 @@ def test_reply_budget_per_call_fills_by_rank_across_queries_and_says_it_cut():
 
 def test_instruction_in_the_user_message_from_a_file(tmp_path):
     f = tmp_path / "instruction.txt"
-    f.write_text("Find every answer. Search with <tool_call>[...]</tool_call>.\n\nQuestion: \n")
+    f.write_text('Find every answer. Search with <tool_call>[...]</tool_call>, answer {"a": 1}.\n\nQuestion: \n')
     env = _env(ListRetriever(CORPUS), system_prompt_file=str(f), instruction_in="user", question_prompt="{question}")
     messages, _ = env.reset(_task(), random.Random(0))
     # the file's trailing newline is dropped; the rest of it is the prefix, as the reference's constant
-    assert messages == [{"role": "user", "content": "Find every answer. Search with <tool_call>[...]</tool_call>."
-                                                    "\n\nQuestion: Which countries border the Netherlands?"}]
+    # an instruction is never formatted: its braces (a JSON example) reach the model as written
+    assert messages == [{"role": "user", "content": 'Find every answer. Search with <tool_call>[...]</tool_call>, '
+                                                    'answer {"a": 1}.\n\nQuestion: Which countries border the Netherlands?'}]
     messages, _ = _env(ListRetriever(CORPUS)).reset(_task(), random.Random(0))
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["content"] == "Question: Which countries border the Netherlands?"

@@ -49,18 +49,21 @@ def check_template(text: str, field: str, *, allowed: Iterable[str], required: I
     return text
 
 
-def resolve_template(inline: str, path: str | Path, field: str, *, allowed: Iterable[str],
+def resolve_template(inline: str, path: str | Path, field: str, *, allowed: Iterable[str] | None,
                      required: Iterable[str] = (), one_of: Iterable[str] = ()) -> str:
     """The checked template: the file's text when `path` is set (the `…_file` option), else
-    `inline`. A trailing newline of the file is dropped (editors add one; a prompt rarely wants it)."""
+    `inline`. A trailing newline of the file is dropped (editors add one; a prompt rarely wants it).
+    `allowed=None`: plain text that is never formatted, so its braces are literal and unchecked."""
     if path:
         p = Path(path).expanduser()
         if not p.is_file():
             raise FileNotFoundError(f"{field}_file: prompt file not found: {p}")
         text = p.read_text(encoding="utf-8")
         text = text[:-1] if text.endswith("\n") else text
+        if allowed is None:
+            return text
         return check_template(text, f"{field}_file", allowed=allowed, required=required, one_of=one_of, where=str(p))
-    return check_template(inline, field, allowed=allowed, required=required, one_of=one_of)
+    return inline if allowed is None else check_template(inline, field, allowed=allowed, required=required, one_of=one_of)
 
 
 def _braced(names: Iterable[str]) -> str:

@@ -93,7 +93,7 @@ class MultiAnswerQAEnv(MultiTurnEnv):
         if o.instruction_in not in ("system", "user"):
             raise ValueError(f"multi_answer_qa.instruction_in: expected 'system' or 'user', got {o.instruction_in!r}")
         self.instruction = resolve_template(o.system_prompt, o.system_prompt_file, "multi_answer_qa.system_prompt",
-                                            allowed=())
+                                            allowed=None)  # sent as written: a JSON example's braces stay
         self.question_text = resolve_template(o.question_prompt, o.question_prompt_file,
                                               "multi_answer_qa.question_prompt", allowed=("question",),
                                               required=("question",))

@@ -12,7 +12,7 @@ from turncredit.config import load_config
 from turncredit.memory import StagePeak
 from turncredit.policy.session import PolicySession
 from turncredit.precision import choose_precision
-from turncredit.train.forward import ActionLogits, action_logprobs, autocast, model_device
+from turncredit.policy.scoring import ActionLogits, action_logprobs, autocast, model_device
 from turncredit.train.sft import _dialogue_tokens, dialogues_to_batch
 from turncredit.workflows import make_demos
 

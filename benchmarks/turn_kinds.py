@@ -34,7 +34,7 @@ def turn_kinds(episodes) -> Counter:
     for ep in episodes:
         listed = listed_words(ep)
         for i, t in enumerate(ep.turns):
-            label = t.info.get("label")
+            label = t.label
             guess = GUESS.match(t.action_text.strip())
             if label in ("Invalid", "Repeated"):
                 kinds[label.lower()] += 1
@@ -62,7 +62,7 @@ def unlisted_origins(episodes, lists: dict[str, set[str]]) -> Counter:
         listed = listed_words(ep)
         for t in ep.turns:
             guess = GUESS.match(t.action_text.strip())
-            if guess is None or "kind of" in t.action_text or t.info.get("label") in ("Invalid", "Repeated"):
+            if guess is None or "kind of" in t.action_text or t.label in ("Invalid", "Repeated"):
                 continue
             word = guess.group(1).lower()
             if word not in listed:

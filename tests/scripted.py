@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from turncredit.chat import ChatBridge
-from turncredit.policy.backends import Generation
+from turncredit.generation import Generation
 from turncredit.policy.session import PolicySession
 
 

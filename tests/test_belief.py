@@ -47,7 +47,7 @@ def test_batched_beliefs_equal_a_direct_unbatched_computation(tiny_policy, smol_
         contexts = belief_contexts(ep, session.bridge)
         assert len(row) == len(contexts) == ep.num_turns + 1
         assert contexts[0] == ep.turns[0].prompt_ids  # b_0: the opening prompt
-        ids, mask = probe_ids(smol_tokenizer, ep.task["secret"])
+        ids, mask = probe_ids(smol_tokenizer, ep.task.data["secret"])
         want = [direct_log_belief(tiny_policy, ctx + ids, [0] * len(ctx) + mask) for ctx in contexts]
         assert row == pytest.approx(want, abs=1e-4)
 
@@ -89,12 +89,12 @@ def test_the_cia_recipe_shapes_rewards_with_beliefs_in_training(tmp_path, smol_t
 
     SHAPERS.get("belief")(episodes, 1, policy=trainer.session, lam=0.1)
     for ep in episodes:
-        log_b = ep.info["log_beliefs"]
+        log_b = ep.log_beliefs
         assert len(log_b) == ep.num_turns + 1
         for t, turn in enumerate(ep.turns):
             bonus = 0.1 * max(log_b[t + 1] - log_b[t], 0.0)
             assert turn.info["belief_reward"] == pytest.approx(bonus)
-            assert turn.reward == pytest.approx(turn.info["env_reward"] + bonus)
+            assert turn.reward == pytest.approx(turn.env_reward + bonus)
     m = trainer.train()[0]
     assert m["step"] == 1 and m["episodes"] == 4
 
@@ -106,12 +106,12 @@ def test_belief_on_an_environment_without_a_secret_is_a_config_error(tmp_path, t
 
 
 def test_exact_belief_shaper_pays_the_environments_gain_but_not_the_winning_turn():
-    from turncredit.episode import Episode, Turn
+    from turncredit.episode import Episode, Task, Turn
     from turncredit.rewards import SHAPERS
 
     def episode(gains, won):
         turns = [Turn([], [], [], "q?", reward=r, belief_gain=g) for g, r in zip(gains, [0.0, -1.0, 1.5])]
-        return Episode({"secret": "dog"}, "g", [], turns, success=won)
+        return Episode(Task("dog", {"secret": "dog"}), "g", [], turns, success=won)
 
     lost, won = episode([0.5, 0.0, 1.2], False), episode([0.5, 0.0, 1.2], True)
     SHAPERS.get("exact_belief")([lost, won], 1, lam=2.0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from turncredit.chat import ChatBridge
-from turncredit.episode import Episode, Turn
+from turncredit.episode import Episode, Task, Turn
 
 SYSTEM = "You ask yes/no questions to find a secret word."
 USER = "Ask your first question."
@@ -42,7 +42,7 @@ def rollout(bridge: ChatBridge, actions: list[list[int]], replies: list[str]):
     """
     eot = bridge.end_of_turn_id
     context = bridge.opening_ids(OPENING)
-    ep = Episode(task={}, group_id="g", messages=OPENING)
+    ep = Episode(task=Task("t"), group_id="g", messages=OPENING)
     prompt, seen = list(context), []
     for t, action in enumerate(actions):
         seen.append(list(context))
@@ -158,7 +158,7 @@ def test_tiny_model_generation_is_trained_on_its_own_tokens(smol_tokenizer, tiny
     sequence, and its sampled tokens are stored without a text round trip."""
     bridge = ChatBridge(smol_tokenizer)
     context = bridge.opening_ids(OPENING)
-    ep = Episode(task={}, group_id="g", messages=OPENING)
+    ep = Episode(task=Task("t"), group_id="g", messages=OPENING)
     prompt, inputs = list(context), []
     torch.manual_seed(0)
     for _ in range(3):

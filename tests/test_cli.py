@@ -132,16 +132,18 @@ def test_check_validates_every_shipped_recipe_without_loading_a_model(capsys):
 
 
 def test_compare_prints_the_paired_difference_of_two_evaluations(tmp_path, capsys):
-    from turncredit.episode import Episode, Turn
+    from turncredit.envs.twenty_questions import TwentyQuestionsEnv
+    from turncredit.episode import Episode, Task, Turn
     from turncredit.evaluate import summarize
 
     def ep(task, won):
-        return Episode(task={"task_id": task}, group_id=task, messages=[], success=won,
-                       turns=[Turn([], [], [], "q?", info={"label": "Finished" if won else "Repeated"})])
+        return Episode(task=Task(task), group_id=task, messages=[], success=won,
+                       turns=[Turn([], [], [], "q?", label="Finished" if won else "Repeated")])
 
-    before = summarize([ep("a", False), ep("a", True), ep("b", False), ep("b", False)], k=2)
-    after = summarize([ep("a", True), ep("a", True), ep("b", True), ep("b", False)], k=2)
-    expert = summarize([ep("a", True), ep("b", True)], k=1)  # `eval --expert` adds this row; not a model
+    env = TwentyQuestionsEnv()
+    before = summarize([ep("a", False), ep("a", True), ep("b", False), ep("b", False)], k=2, env=env)
+    after = summarize([ep("a", True), ep("a", True), ep("b", True), ep("b", False)], k=2, env=env)
+    expert = summarize([ep("a", True), ep("b", True)], k=1, env=env)  # `eval --expert` adds this row; not a model
     (tmp_path / "sft.json").write_text(json.dumps({"runs/sft": before, "expert (ceiling)": expert}))
     (tmp_path / "rl.json").write_text(json.dumps({"runs/rl": after}))
     assert main(["compare", str(tmp_path / "sft.json"), str(tmp_path / "rl.json"), "--out", str(tmp_path / "c.json")]) == 0

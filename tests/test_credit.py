@@ -11,7 +11,7 @@ from turncredit.credit import (
     group_reward_std,
     variance_filter,
 )
-from turncredit.episode import Episode, Turn
+from turncredit.episode import Episode, Task, Turn
 
 EPS = 1e-6
 
@@ -123,7 +123,7 @@ def test_registered_estimator_must_return_ragged_shape():
 def _ep(group: str, rewards: list[float], aborted: bool = False) -> Episode:
     turns = [Turn(prompt_ids=[1], action_ids=[2], sampler_logprobs=[-0.1], action_text="q?",
                   reward=r) for r in rewards]
-    return Episode(task={}, group_id=group, messages=[], turns=turns, aborted=aborted)
+    return Episode(task=Task("t"), group_id=group, messages=[], turns=turns, aborted=aborted)
 
 
 def test_assign_advantages_excludes_aborted():

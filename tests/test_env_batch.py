@@ -115,7 +115,7 @@ def test_finished_and_failed_episodes_leave_the_batch(tiny_policy, smol_tokenize
         ([0, 1, 2, 3], 4), ([1, 2, 3], 3), ([1, 3], 2), ([3], 1)]
     assert [slots for _, _, slots in backend.calls] == [4, 3, 2, 1]
     assert [e.num_turns for e in eps] == [1, 3, 1, 4]
-    assert eps[2].aborted and "tool down for c" in eps[2].info["abort_reason"]
+    assert eps[2].aborted and "tool down for c" in eps[2].abort_reason
     assert not any(e.aborted for e in (eps[0], eps[1], eps[3]))
     assert all(e.success for e in (eps[0], eps[1], eps[3])) and stats.aborted == 1
     assert stats.turns == 1 + 3 + 1 + 4
@@ -145,7 +145,7 @@ def test_a_finished_episode_s_row_goes_to_the_next_waiting_one(tiny_policy, smol
                        batch_size=2)
     assert env.batches == [["0", "1"], ["1", "2"], ["1", "2"], ["3", "4"], ["4"]]
     assert [held for _, held, _ in backend.calls] == [2, 2, 2, 2, 1]
-    assert [e.task["task_id"] for e in eps] == ["0", "1", "2", "3", "4"]
+    assert [e.task.task_id for e in eps] == ["0", "1", "2", "3", "4"]
     assert [e.num_turns for e in eps] == [1, 3, 2, 1, 2] and all(e.success for e in eps)
     assert all(f"Go {i}" in bridge.tokenizer.decode(e.turns[0].prompt_ids) for i, e in enumerate(eps))
 
@@ -160,7 +160,7 @@ def test_without_refill_the_next_batch_starts_when_the_whole_batch_has_ended(tin
     eps = run_episodes(env, backend, bridge, tasks, ["g"] * 5, SamplingParams(max_new_tokens=2), seed=0,
                        batch_size=2, refill=False)
     assert env.batches == [["0", "1"], ["1"], ["1"], ["2", "3"], ["2"], ["4"], ["4"]]
-    assert [e.task["task_id"] for e in eps] == ["0", "1", "2", "3", "4"]
+    assert [e.task.task_id for e in eps] == ["0", "1", "2", "3", "4"]
     assert [e.num_turns for e in eps] == [1, 3, 2, 1, 2] and all(e.success for e in eps)
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from turncredit.envs.base import Task
 from turncredit.envs.twenty_questions.env import TwentyQuestionsEnv, TwentyQuestionsOptions
-from turncredit.envs.twenty_questions.expert import ExpertQuestioner, article, entropy, phrase, write_demonstrations
+from turncredit.envs.twenty_questions.expert import ExpertQuestioner, article, entropy, phrase
 from turncredit.envs.twenty_questions.oracle import WordNetOracle
 from turncredit.envs.twenty_questions.words import SecretWord as S
-from turncredit.episode import read_episodes
+from turncredit.episode import read_episodes, write_episodes
 
 DOG, CAT, MOUSE, PIANO = (
     S("dog", "dog.n.01", "animal"),
@@ -64,13 +64,13 @@ def test_phrasing_round_trips_through_the_oracle() -> None:
 
 def _check_episode(ep, task: Task, env: TwentyQuestionsEnv, group_id: str = "") -> None:
     assert ep.success and ep.outcome == 1.0 and not ep.truncated
-    assert ep.task == task.to_dict() and ep.group_id == (group_id or task.task_id)
+    assert ep.task == task and ep.group_id == (group_id or task.task_id)
     assert [m["role"] for m in ep.messages] == ["system", "user"]
     assert 1 <= ep.num_turns <= env.max_turns
     for t in ep.turns:
         assert t.prompt_ids == [] and t.action_ids == [] and t.sampler_logprobs == []
-        assert t.action_text.endswith("?") and t.info["label"] in {"Yes", "No", "Finished"}
-    assert ep.turns[-1].info["label"] == "Finished" and ep.turns[-1].observation.startswith("Finished!")
+        assert t.action_text.endswith("?") and t.label in {"Yes", "No", "Finished"}
+    assert ep.turns[-1].label == "Finished" and ep.turns[-1].observation.startswith("Finished!")
     assert sum(t.reward for t in ep.turns[:-1]) == 0.0  # never invalid, never repeated
 
 
@@ -98,7 +98,7 @@ def test_expert_is_deterministic_and_writes_demonstrations(expert: ExpertQuestio
     b = expert.play(env, task, random.Random(5))
     assert a.to_dict() == b.to_dict()
     path = tmp_path / "demos.jsonl"
-    write_demonstrations(path, [a, b])
+    write_episodes(path, [a, b])
     back = read_episodes(path)
     assert [e.to_dict() for e in back] == [a.to_dict(), b.to_dict()]
     assert back[0].chat()[-1] == {"role": "assistant", "content": a.turns[-1].action_text}
@@ -124,7 +124,7 @@ def test_noisy_expert_guesses_early_hears_no_and_never_repeats() -> None:
     for i, task in enumerate(env.tasks("test")[:12]):
         ep = noisy.play(env, task, random.Random(i))
         assert ep.success and ep.num_turns <= env.max_turns
-        labels = [t.info.get("label") for t in ep.turns]
+        labels = [t.label for t in ep.turns]
         assert "Repeated" not in labels and "Invalid" not in labels
         asked = [t.action_text for t in ep.turns]
         assert len(set(asked)) == len(asked)

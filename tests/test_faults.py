@@ -59,7 +59,7 @@ def test_each_fault_kind_is_retried_then_aborts_the_episode(kind):
     # the syntax rule answers before the oracle: no call, no fault
     _, state = env.reset(DOG, random.Random(0))
     [res] = env.step_batch([state], ["not a question"])
-    assert res.info["label"] == "Invalid" and env.counters()[f"faults_{kind}"] == 3
+    assert res.label == "Invalid" and env.counters()[f"faults_{kind}"] == 3
 
 
 def test_a_run_with_20_percent_oracle_faults_completes_and_counts_add_up(tmp_path, smol_tokenizer):
@@ -81,7 +81,7 @@ def test_a_run_with_20_percent_oracle_faults_completes_and_counts_add_up(tmp_pat
         assert m["faults_fail"] + m["faults_hang"] + m["faults_garbage"] == m["oracle_retries"] + m["oracle_gave_up"]
         assert m["aborted"] == len(aborted) == m["oracle_gave_up"]
         assert m["episodes_trained"] == m["episodes"] - m["aborted"]
-        assert all("failed after 2 attempt(s)" in ep.info["abort_reason"] for ep in aborted)
+        assert all("failed after 2 attempt(s)" in ep.abort_reason for ep in aborted)
     assert sum(m["aborted"] for m in history) >= 1, "pick a seed where some episode gives up"
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["oracle_retries"] == history[-1]["oracle_retries"]

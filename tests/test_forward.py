@@ -1,9 +1,14 @@
 """Advantages broadcast to exactly the action tokens, and log-probs match a plain forward pass."""
 
+import math
+
+import pytest
+
 import torch
 
 from turncredit.episode import Episode, Turn
-from turncredit.train.forward import action_logprobs, episodes_to_batch
+from turncredit.policy.scoring import action_logprobs, entropy_from_logits, token_logprobs
+from turncredit.train.forward import episodes_to_batch
 
 
 def episode():
@@ -43,7 +48,7 @@ def test_a_shared_opening_runs_once_and_changes_no_logit_or_gradient(tiny_policy
     """Three rows open with the same 20 tokens, then differ in content and length (right
     padding): with the opening run once (batch 1) and broadcast, the action log-probs and the
     gradients of every weight equal those of the plain batch forward."""
-    from turncredit.train.forward import ActionLogits, pack
+    from turncredit.policy.scoring import ActionLogits, pack
 
     g = torch.Generator().manual_seed(0)
     opening = torch.randint(5, 200, (20,), generator=g).tolist()
@@ -73,3 +78,34 @@ def test_a_shared_opening_runs_once_and_changes_no_logit_or_gradient(tiny_policy
     torch.testing.assert_close(shared, plain, rtol=1e-5, atol=1e-5)
     for a, b in zip(g_shared, g_plain):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_entropy_from_logits():
+    # uniform over V = 7 → ln 7, for any constant logit (also huge ones)
+    assert entropy_from_logits(torch.full((2, 7), 1000.0)).tolist() == pytest.approx(
+        [math.log(7)] * 2)
+    # logits (0, ln3) → p = (1/4, 3/4): H = ¼ln4 + ¾ln(4/3) ≈ 0.562335
+    h = entropy_from_logits(torch.tensor([0.0, math.log(3)]) + 500.0)
+    assert h.item() == pytest.approx(0.562335, abs=1e-5)
+
+
+def test_token_logprobs_matches_log_softmax():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 5, 11, generator=g) * 5
+    ids = torch.randint(0, 11, (2, 5), generator=g)
+    ref = torch.log_softmax(logits, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(token_logprobs(logits, ids), ref, atol=1e-5)
+    # bf16 path upcasts; compare with the fp32 answer on the same (rounded) logits
+    lb = logits.bfloat16()
+    ref_b = torch.log_softmax(lb.float(), -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    out_b = token_logprobs(lb, ids)
+    assert out_b.dtype == torch.float32 and torch.allclose(out_b, ref_b, atol=1e-5)
+    with pytest.raises(ValueError, match="target_ids"):
+        token_logprobs(logits, ids[:, :4])
+
+
+def test_a_turn_without_an_advantage_is_an_error_not_a_zero():
+    ep = episode()
+    ep.turns[1].advantage = None
+    with pytest.raises(ValueError, match="turn 1: no advantage"):
+        episodes_to_batch([ep], pad_id=0)

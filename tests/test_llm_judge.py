@@ -49,8 +49,8 @@ def test_judge_sees_the_secret_and_the_history_and_its_labels_reach_the_player()
     _, st = env.reset(DOG, random.Random(0))
     r1 = env.step(st, "Is it an animal?")
     r2 = env.step(st, "Is it some kind of creature?")
-    assert (r1.info["label"], r1.reply) == ("Yes", "Yes.")
-    assert r2.info["label"] == "Repeated" and r2.reward == env.options.repeated_reward
+    assert (r1.label, r1.reply) == ("Yes", "Yes.")
+    assert r2.label == "Repeated" and r2.reward == env.options.repeated_reward
     system, *rest = judge.seen[1]
     assert '"dog"' in system["content"]
     assert rest == [{"role": "user", "content": "Is it an animal?"}, {"role": "assistant", "content": "Yes."},
@@ -61,9 +61,9 @@ def test_syntax_and_exact_mention_override_the_judge():
     judge = ScriptedJudge(["No."])
     env = _env(judge)
     _, st = env.reset(DOG, random.Random(0))
-    assert env.step(st, "animal").info["label"] == "Invalid"  # no question mark
+    assert env.step(st, "animal").label == "Invalid"  # no question mark
     won = env.step(st, "Is it a dog?")
-    assert won.success and won.info["label"] == "Finished"
+    assert won.success and won.label == "Finished"
     assert judge.seen == []  # neither reached the judge
 
 
@@ -71,7 +71,7 @@ def test_a_judge_finished_without_the_secret_named_is_a_yes():
     env = _env(ScriptedJudge(["Finished", "Finished"]))
     _, st = env.reset(DOG, random.Random(0))
     near = env.step(st, "Is it a puppy?")  # the judge calls it a win; the secret was not named
-    assert near.info["label"] == "Yes" and not near.done and not near.success
+    assert near.label == "Yes" and not near.done and not near.success
     trusting = LLMJudgeOracle(chat_client=ScriptedJudge(["Finished"]), finished_needs_mention=False)
     assert trusting.answer("Is it a puppy?", SecretWord("dog", "dog.n.01", "animal")).label == "Finished"
     named = LLMJudgeOracle(chat_client=ScriptedJudge(["Finished"]))
@@ -90,7 +90,7 @@ def test_unparseable_replies_are_asked_again_then_the_episode_aborts():
     env = _env(ScriptedJudge(["???"] * 3 + ["No."]))
     s1, s2 = (env.reset(DOG, random.Random(0))[1] for _ in range(2))
     out = env.step_batch([s1, s2], ["Is it red?", "Is it blue?"])
-    assert isinstance(out[0], EnvFailure) and out[1].info["label"] == "No"
+    assert isinstance(out[0], EnvFailure) and out[1].label == "No"
 
 
 def test_deterministic_answers_are_cached_per_secret_and_normalised_question():
@@ -119,7 +119,7 @@ def test_an_env_configured_with_the_http_judge(tmp_path):
             "client": "openai", "client_options": {"model": "judge", "base_url": base + "/v1"}}))
         states = [env.reset(DOG, random.Random(0))[1] for _ in range(2)]
         out = env.step_batch(states, ["Is it an animal?", "Is it a tool?"])
-        assert [r.info["label"] for r in out] == ["Yes", "No"]
+        assert [r.label for r in out] == ["Yes", "No"]
     with pytest.raises(ValueError, match="oracle_options"):
         TwentyQuestionsEnv(TwentyQuestionsOptions(oracle="llm", oracle_options={"nope": 1}))
 

@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
+from turncredit.config import TrainConfig
 from turncredit.train.loss import (
+    PPOLoss,
     aggregate,
-    entropy_from_logits,
     kl_penalty,
     ppo_clip_loss,
-    token_logprobs,
     truncated_is_weights,
 )
 
@@ -131,30 +131,6 @@ def test_kl_penalty_hand_values():
         kl_penalty(logp, ref, "k2")
 
 
-def test_entropy_from_logits():
-    # uniform over V = 7 → ln 7, for any constant logit (also huge ones)
-    assert entropy_from_logits(torch.full((2, 7), 1000.0)).tolist() == pytest.approx(
-        [math.log(7)] * 2)
-    # logits (0, ln3) → p = (1/4, 3/4): H = ¼ln4 + ¾ln(4/3) ≈ 0.562335
-    h = entropy_from_logits(torch.tensor([0.0, math.log(3)]) + 500.0)
-    assert h.item() == pytest.approx(0.562335, abs=1e-5)
-
-
-def test_token_logprobs_matches_log_softmax():
-    g = torch.Generator().manual_seed(0)
-    logits = torch.randn(2, 5, 11, generator=g) * 5
-    ids = torch.randint(0, 11, (2, 5), generator=g)
-    ref = torch.log_softmax(logits, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-    assert torch.allclose(token_logprobs(logits, ids), ref, atol=1e-5)
-    # bf16 path upcasts; compare with the fp32 answer on the same (rounded) logits
-    lb = logits.bfloat16()
-    ref_b = torch.log_softmax(lb.float(), -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-    out_b = token_logprobs(lb, ids)
-    assert out_b.dtype == torch.float32 and torch.allclose(out_b, ref_b, atol=1e-5)
-    with pytest.raises(ValueError, match="target_ids"):
-        token_logprobs(logits, ids[:, :4])
-
-
 def test_truncated_is_weights_hand_case():
     # π_old / π_sampler = 0.5/0.25 = 2 → capped at 1.5; 0.2/0.4 = 0.5; off the mask → 1 (garbage ignored)
     old = torch.log(torch.tensor([[0.5, 0.2, 0.3]]))
@@ -173,3 +149,55 @@ def test_ppo_clip_loss_weights_each_token_by_its_importance_weight():
     assert loss.item() == pytest.approx(-0.25)
     loss.backward()  # ∂ℓ/∂logp = -w·A·ratio / 2 tokens
     assert logp.grad[0].tolist() == pytest.approx([-0.75, 0.5])
+
+
+# The whole loss on one row of 4 action tokens and a pad, old log-probs 0 (ratio = exp(logp)),
+# clip 0.2 / 0.28, dual-clip c = 3, k3 KL with β = 0.5, entropy bonus α = 0.1, token-mean:
+#   ratio   1.5    4      1      0.9    | pad
+#   A       +1     −1     +2     −1     | 7
+#   ℓ_clip  −1.28  3      −2     0.9        t0 clipped high (1.28); t1: 4·1 capped at c·|A| = 3
+#   q = π_ref/π    2      0.5    1      1   k3 = q − ln q − 1 = 1 − ln2, ln2 − 0.5, 0, 0
+#   H       1.0    0.5    0.2    0.3    | 9 (ignored)
+# L_clip = (−1.28 + 3 − 2 + 0.9)/4 = 0.155;  L_KL = (1 − ln2 + ln2 − 0.5)/4 = 0.125;  H = 2/4 = 0.5
+# L = 0.155 + 0.5·0.125 − 0.1·0.5 = 0.1675
+# dL/dlogp = [−A·ratio on unclipped tokens + β·(1 − q)] / 4:
+#   t0: (0 − 0.5)/4 = −0.125   t1: (0 + 0.25)/4 = 0.0625   t2: −2/4 = −0.5   t3: 0.9/4 = 0.225   pad: 0
+# dL/dH = −α/4 = −0.025 on each action token
+def test_ppo_loss_hand_case_with_clip_dual_clip_kl_and_entropy():
+    ratios = torch.tensor([[1.5, 4.0, 1.0, 0.9, 1.0]])
+    q = torch.tensor([[2.0, 0.5, 1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    logp = torch.log(ratios).requires_grad_()
+    entropy = torch.tensor([[1.0, 0.5, 0.2, 0.3, 9.0]], requires_grad=True)
+    ppo = PPOLoss(clip_low=0.2, clip_high=0.28, dual_clip=3.0, kl="k3", kl_coef=0.5, entropy_coef=0.1)
+    loss, stats = ppo(logp, torch.zeros(1, 5), torch.tensor([[1.0, -1.0, 2.0, -1.0, 7.0]]), mask, entropy,
+                      ref_logprobs=torch.log(ratios * q))
+    assert loss.item() == pytest.approx(0.1675, abs=1e-6)
+    loss.backward()
+    assert logp.grad[0].tolist() == pytest.approx([-0.125, 0.0625, -0.5, 0.225, 0.0], abs=1e-6)
+    assert entropy.grad[0].tolist() == pytest.approx([-0.025] * 4 + [0.0])
+    assert stats["loss"] == pytest.approx(0.1675, abs=1e-6)
+    assert stats["ref_kl"] == pytest.approx(0.125, abs=1e-6) and stats["entropy"] == pytest.approx(0.5)
+    assert stats["clip_fraction"] == pytest.approx(1 / 4) and stats["dual_clip_fraction"] == pytest.approx(1 / 4)
+
+
+def test_ppo_loss_aggregates_every_term_alike_and_reads_the_train_config():
+    # ratio 1 and A = 0: L_clip = 0. Rows of 2 and 1 action tokens, seq-mean-token-sum:
+    #   H = mean(1 + 2, 3) = 3;  k1 = logp − ref = (0.1, 0.2 | 0.3) → L_KL = mean(0.3, 0.3) = 0.3
+    #   L = 2·0.3 − 0.5·3 = −0.9
+    logp = torch.log(torch.tensor([[0.5, 0.4], [0.3, 1.0]]))
+    mask = torch.tensor([[1, 1], [1, 0]])
+    entropy = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    ref = logp - torch.tensor([[0.1, 0.2], [0.3, 0.0]])
+    ppo = PPOLoss(kl="k1", kl_coef=2.0, entropy_coef=0.5, agg="seq-mean-token-sum")
+    loss, stats = ppo(logp, logp, torch.zeros(2), mask, entropy, ref_logprobs=ref)
+    assert loss.item() == pytest.approx(-0.9, abs=1e-6)
+    assert stats["entropy"] == pytest.approx(3.0) and stats["ref_kl"] == pytest.approx(0.3, abs=1e-6)
+    # no KL term: no reference needed, ref_kl 0; α = 0: H is reported but not in L
+    loss, stats = PPOLoss(agg="seq-mean-token-sum")(logp, logp, torch.zeros(2), mask, entropy)
+    assert loss.item() == 0.0 and stats["ref_kl"] == 0.0 and stats["entropy"] == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="needs ref_logprobs"):
+        PPOLoss(kl="k3")(logp, logp, torch.zeros(2), mask, entropy)
+    t = TrainConfig(clip_low=0.1, clip_high=0.3, dual_clip=3.0, kl="k3", kl_coef=0.01, entropy_coef=0.001,
+                    loss_agg="seq-mean-token-mean")
+    assert PPOLoss.from_config(t) == PPOLoss(0.1, 0.3, 3.0, "k3", 0.01, 0.001, "seq-mean-token-mean")

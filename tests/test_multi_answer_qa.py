@@ -11,7 +11,7 @@ from loopback import JSONHandler, serve
 
 from turncredit.envs.base import EnvFailure, Task
 from turncredit.envs.multi_answer_qa import (
-    Entity, MultiAnswerQAEnv, MultiAnswerQAOptions, load_questions, match_entities, normalize,
+    Entity, MultiAnswerQAEnv, MultiAnswerQAOptions, QARecord, load_questions, match_entities, normalize,
     parse_action, reference_score, set_score,
 )
 from turncredit.envs.multi_answer_qa.matching import mentioned_entities
@@ -123,11 +123,11 @@ def test_one_turn_of_searches_goes_to_the_retriever_in_one_call():
     out = env.step_batch(states, ['<tool_call>["borders", "gouda"]</tool_call>',
                                   '<tool_call>["borders"]</tool_call>', "no tags here"])
     assert r.calls == [["borders", "gouda"]]  # deduplicated across episodes
-    assert out[0].info["retrieved_gold"] == ["Germany", "Belgium"] and out[0].info["queries"] == 2
+    assert out[0].record.retrieved_gold == ["Germany", "Belgium"] and out[0].record.queries == 2
     assert "<tool_response>" in out[0].reply and "Doc 1 (Title: Netherlands)" in out[0].reply
     # every passage text is capped
     assert max(len(line) for line in out[0].reply.splitlines()) <= len("Doc 1 (Title: Cheese) ") + 60
-    assert out[2].info["label"] == "Invalid" and out[2].reward == pytest.approx(-0.1) and not out[2].done
+    assert out[2].label == "Invalid" and out[2].reward == pytest.approx(-0.1) and not out[2].done
 
 
 def test_reply_budget_per_call_fills_by_rank_across_queries_and_says_it_cut():
@@ -139,7 +139,7 @@ def test_reply_budget_per_call_fills_by_rank_across_queries_and_says_it_cut():
     _, st = env.reset(_task(), random.Random(0))
     line = len("Doc 1 (Title: T0) ") + len(docs[0].text)  # 52 characters a line
     res = env.step(st, '<tool_call>["alpha", "beta", "x", "y", "z", "w"]</tool_call>')  # 6 queries: no cap
-    assert res.info["label"] == "Search" and res.info["queries"] == 6
+    assert res.label == "Search" and res.record.queries == 6
     body = res.reply.splitlines()
     docs_shown = [ln for ln in body if ln.startswith("Doc ")]
     # 150 // 52 = 2 lines fit: rank 1 of "alpha", then rank 1 of "beta"; rank 2 of "alpha" would not
@@ -176,10 +176,10 @@ def test_answer_scores_f1_and_ends_the_episode():
     _, st = env.reset(_task(), random.Random(0))
     res = env.step(st, '<think>known</think><answer>["deutschland", "France"]</answer>')
     assert res.done and res.reward == pytest.approx(0.5) and not res.success
-    assert res.info["precision"] == 0.5 and res.info["recall"] == 0.5
+    assert res.label == "Answer" and res.record.precision == 0.5 and res.record.recall == 0.5
     # the reference's scores beside ours: 1 of 2 gold entities matched → recall@k = 1/2 for every k ≥ 2
-    assert res.info["precision_ref"] == 0.5 and res.info["f1_ref"] == pytest.approx(0.5)
-    assert [res.info[f"recall@{k}"] for k in (5, 10, 20, 50)] == [0.5] * 4
+    assert res.record.precision_ref == 0.5 and res.record.f1_ref == pytest.approx(0.5)
+    assert [res.record.recall_at[k] for k in (5, 10, 20, 50)] == [0.5] * 4
 
 
 def test_retriever_failure_aborts_searching_episodes_only():
@@ -203,13 +203,13 @@ def test_grpo_baseline_format_error_ends_with_minus_one_and_turn_limit():
 def test_summary_metrics():
     from turncredit.episode import Episode, Turn
 
-    def ep(infos):
-        return Episode(task=_task().to_dict(), group_id="g", messages=[],
-                       turns=[Turn([], [1], [0.0], "a", info=i) for i in infos])
+    def ep(steps):
+        return Episode(task=_task(), group_id="g", messages=[],
+                       turns=[Turn([], [1], [0.0], "a", label=label, record=r.to_dict()) for label, r in steps])
 
-    eps = [ep([{"label": "Search", "queries": 2, "retrieved_gold": ["Germany"]},
-               {"label": "Answer", "f1": 1.0, "precision": 1.0, "recall": 1.0, "exact_match": 1.0, "recall@5": 1.0}]),
-           ep([{"label": "Invalid"}, {"label": "Search", "queries": 1, "retrieved_gold": []}])]
+    eps = [ep([("Search", QARecord(queries=2, retrieved_gold=["Germany"])),
+               ("Answer", QARecord(f1=1.0, precision=1.0, recall=1.0, exact_match=1.0, recall_at={5: 1.0}))]),
+           ep([("Invalid", QARecord()), ("Search", QARecord(queries=1, retrieved_gold=[]))])]
     s = _env(None).summarize(eps)
     assert s["f1"] == 0.5 and s["answered"] == 0.5 and s["evidence_recall"] == 0.25
     assert s["recall@5"] == 0.5 and s["recall@50"] == 0.0  # an episode without an answer scores 0
@@ -376,8 +376,8 @@ def test_gold_searcher_answers_only_what_it_found(tmp_path):
     assert ep.turns[0].action_text.endswith('<tool_call>["Which countries border the Netherlands"]</tool_call>')
     assert all(parse_action(t.action_text).kind in ("search", "answer") for t in ep.turns)
     final = ep.turns[-1]
-    assert final.info["label"] == "Answer"
-    seen = {e for t in ep.turns for e in t.info.get("retrieved_gold", [])}
+    assert final.label == "Answer"
+    seen = {e for t in ep.turns for e in QARecord.of(t).retrieved_gold}
     assert set(json.loads(final.action_text.split("<answer>")[1].split("</answer>")[0])) == seen
     assert final.reward == pytest.approx(set_score(sorted(seen), (DE, BE)).f1)
 
@@ -405,8 +405,8 @@ def test_a_spader_training_step_shapes_rewards_and_logs_answer_metrics(tmp_path,
     # the query cost (no queries → 0 exploration reward) and credited by SPA
     for ep in eps:
         for t in ep.turns:
-            assert t.info["label"] == "Invalid" and t.info["exploration_reward"] == 0.0
-            assert t.reward == pytest.approx(t.info["env_reward"]) and t.advantage is not None
+            assert t.label == "Invalid" and t.info["exploration_reward"] == 0.0
+            assert t.reward == pytest.approx(t.env_reward) and t.advantage is not None
 
 
 def test_the_eval_recipe_path_runs_a_local_model_against_a_retrieve_server(server, tmp_path, tiny_policy, smol_tokenizer):

@@ -41,7 +41,7 @@ def test_person_asks_and_the_wordnet_oracle_answers(tmp_path):
     assert "== you won in 5 turns; the secret was 'dog'" in p.stdout
     assert "answers: Yes 1 · No 1 · Repeated 1 · Invalid 1 · Finished 1" in p.stdout
     [game] = read_games(out)
-    assert game["success"] and [t["info"]["label"] for t in game["turns"]] == ["Yes", "No", "Invalid", "Repeated", "Finished"]
+    assert game["success"] and [t["label"] for t in game["turns"]] == ["Yes", "No", "Invalid", "Repeated", "Finished"]
     # −5 invalid, −1 repeated, +2 win, −0.05 × 5 turns
     assert sum(t["reward"] for t in game["turns"]) == pytest.approx(-5 - 1 + 2 - 0.25)
 

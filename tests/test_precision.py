@@ -89,11 +89,12 @@ def test_auto_sampler_dtype_follows_the_probe(monkeypatch, tiny_policy, smol_tok
 @pytest.mark.parametrize("native", [True, False])
 def test_the_run_uses_and_records_what_auto_became(monkeypatch, tmp_path, tiny_policy, smol_tokenizer, native):
     from turncredit.train import trainer as trainer_mod
+    from turncredit.train import update as update_mod
 
     monkeypatch.setattr(precision, "_PROBES", {"cpu": Bf16Probe("cpu", native, "faked probe")})
     entered = []
-    real_autocast = trainer_mod.autocast
-    monkeypatch.setattr(trainer_mod, "autocast", lambda on: entered.append(on) or real_autocast(on))
+    real_autocast = update_mod.autocast
+    monkeypatch.setattr(update_mod, "autocast", lambda on: entered.append(on) or real_autocast(on))
     cfg = load_config(None, ["env.options.max_turns=2", "env.options.num_candidates=4", "rollout.tasks_per_step=1",
                              "rollout.group_size=2", "rollout.max_new_tokens=4", "train.steps=1"])
     assert cfg.train.bf16 == "auto"

@@ -13,7 +13,7 @@ from turncredit.envs.base import Task
 from turncredit.envs.templates import check_template, placeholders, resolve_template
 from turncredit.envs.twenty_questions import LLMJudgeOracle, SecretWord, TwentyQuestionsEnv, TwentyQuestionsOptions
 from turncredit.envs.twenty_questions.llm_judge import parse_label
-from turncredit.episode import Episode, Turn
+from turncredit.episode import Episode
 
 DOG = Task("dog", {"secret": "dog", "synset": "dog.n.01", "category": "animal", "split": "train"})
 # our own wording, laid out as the ΔBelief-RL reference lays out its prompts: a system prompt, a
@@ -71,9 +71,8 @@ def _play(env: TwentyQuestionsEnv, questions: list[str]) -> Episode:
     turns = []
     for q in questions:
         res = env.step(state, q)
-        turns.append(Turn(prompt_ids=[], action_ids=[], sampler_logprobs=[], action_text=q,
-                          observation=res.reply, reward=res.reward, info=dict(res.info), answer=res.answer))
-    return Episode(task=DOG.to_dict(), group_id="g", messages=messages, turns=turns, outcome=0.0, success=False)
+        turns.append(res.to_turn(q))
+    return Episode(task=DOG, group_id="g", messages=messages, turns=turns, outcome=0.0, success=False)
 
 
 def test_file_prompts_shape_the_game(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from turncredit.cli import main
-from turncredit.episode import Episode, Turn, write_episodes
+from turncredit.episode import Episode, Task, Turn, write_episodes
 from turncredit.report import write_report
 from turncredit.report.run_data import collect
 
@@ -22,13 +22,14 @@ FIRST_ACTION = "Is it a kind of food? <script>alert(1)</script>"
 
 
 def _turn(action: str, reply: str, reward: float, advantage: float | None, label: str) -> Turn:
-    return Turn([1, 2, 3], [4, 5], [-0.1, -0.2], action, reply, reward, {"label": label}, advantage)
+    return Turn([1, 2, 3], [4, 5], [-0.1, -0.2], action, reply, reward, advantage=advantage, label=label)
 
 
-def _episode(secret: str, turns: list[Turn], success: bool = False, aborted: bool = False, **info) -> Episode:
-    return Episode({"task_id": secret, "secret": secret}, f"g-{secret}",
+def _episode(secret: str, turns: list[Turn], success: bool = False, aborted: bool = False,
+             abort_reason: str = "") -> Episode:
+    return Episode(Task(secret, {"secret": secret}), f"g-{secret}",
                    [{"role": "user", "content": f"Guess the word <{secret}>."}], turns,
-                   outcome=float(success), success=success, aborted=aborted, info=info)
+                   outcome=float(success), success=success, aborted=aborted, abort_reason=abort_reason)
 
 
 def make_run(root: Path) -> Path:

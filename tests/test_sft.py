@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from turncredit.config import SFTConfig
-from turncredit.episode import Episode, Turn, write_episodes
+from turncredit.episode import Episode, Task, Turn, write_episodes
 from turncredit.policy.session import PolicySession
 from turncredit.train.sft import dialogues_to_batch, load_dialogues, run_sft, sft_backward, sft_loss
 
@@ -74,7 +74,7 @@ def test_activation_checkpointing_in_sft_changes_memory_not_the_steps(tiny_polic
 
 
 def test_load_dialogues_from_episodes_and_chats(tmp_path):
-    ep = Episode(task={"task_id": "dog"}, group_id="g", messages=CHAT[:2],
+    ep = Episode(task=Task("dog"), group_id="g", messages=CHAT[:2],
                  turns=[Turn([], [], [], "Is it an animal?", "Yes."), Turn([], [], [], "Is it a dog?", "Finished!")])
     write_episodes(tmp_path / "eps.jsonl", [ep])
     assert load_dialogues(tmp_path / "eps.jsonl") == [CHAT]

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from turncredit.credit import compute_advantages
-from turncredit.episode import Episode, Turn
+from turncredit.envs.multi_answer_qa import QARecord
+from turncredit.episode import Episode, Task, Turn
 from turncredit.rewards import diversity_rewards, query_cost
 from turncredit.rewards.shapers import diversity_shaper
 
@@ -86,8 +87,9 @@ def test_query_cost_ramp():
 
 
 def _ep(gid, steps, answers=("X", "Y")):
-    turns = [Turn([], [1], [0.0], "a", reward=r, info={"retrieved_gold": g, "queries": q}) for g, q, r in steps]
-    return Episode(task={"task_id": "t", "answers": [{"name": a} for a in answers]}, group_id=gid,
+    turns = [Turn([], [1], [0.0], "a", reward=r, record=QARecord(queries=q, retrieved_gold=g).to_dict())
+             for g, q, r in steps]
+    return Episode(task=Task("t", {"answers": [{"name": a} for a in answers]}), group_id=gid,
                    messages=[], turns=turns)
 
 
@@ -101,7 +103,7 @@ def test_diversity_shaper_adds_to_env_reward_once_and_skips_aborted():
     x_pay = 1.0 + 4.0 * math.exp(-1.0)  # N(X) = 2: the aborted episode does not count
     assert a.step_rewards == pytest.approx([(x_pay - 0.01) / 2, 0.5])
     assert b.step_rewards == pytest.approx([(x_pay - 0.02) / 2])
-    assert a.turns[0].info["env_reward"] == 0.0 and dead.step_rewards == [0.0]
+    assert a.turns[0].env_reward == 0.0 and dead.step_rewards == [0.0]
 
 
 def test_query_cost_shaper_is_the_grpo_baselines_f1_minus_c_queries_over_gold():

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from turncredit.credit import assign_advantages, compute_advantages
-from turncredit.episode import Episode, Turn
+from turncredit.episode import Episode, Task, Turn
 
 EPS = 1e-6
 S = math.sqrt(0.5)  # unbiased std of {0, 1}
@@ -121,7 +121,7 @@ def test_gigpo_one_episode_group_zero_variance_and_similarity():
 
 
 def _ep(gid, turns, won=False):
-    ep = Episode(task={"task_id": gid}, group_id=gid, messages=[{"role": "user", "content": "start"}])
+    ep = Episode(task=Task(gid), group_id=gid, messages=[{"role": "user", "content": "start"}])
     for action, reply, reward in turns:
         ep.turns.append(Turn([1], [2], [0.0], action, reply, reward, {}))
     ep.success = won
@@ -131,8 +131,8 @@ def _ep(gid, turns, won=False):
 def test_episode_path_feeds_observations_and_outcomes():
     a = _ep("g", [("Is it an animal?", "Yes.", 0.0), ("Is it a dog?", "Finished!", 1.9)], won=True)
     b = _ep("g", [("Is it an animal?", "Yes.", 0.0), ("Is it a cat?", "No.", -0.1)])
-    a.turns[-1].info["outcome_reward"] = 1.9
-    b.turns[-1].info["outcome_reward"] = -0.1
+    a.turns[-1].outcome_reward = 1.9
+    b.turns[-1].outcome_reward = -0.1
     assign_advantages([a, b], "gigpo", gamma=1.0, normalize_std=False)
     # turn 0 shares the state (same opening, no history): anchor with returns {1.9, -0.1}
     # turn 1 states are equal too (both asked 'Is it an animal?' and got 'Yes.')

@@ -3,7 +3,7 @@
 import importlib.util
 from pathlib import Path
 
-from turncredit.episode import Episode, Turn
+from turncredit.episode import Episode, Task, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("turn_kinds", ROOT / "benchmarks" / "turn_kinds.py")
@@ -13,8 +13,8 @@ spec.loader.exec_module(turn_kinds)
 
 def game(questions, won=False):
     opening = "I am thinking of a secret word. It is one of these 3 words: cat, lamp, rice. You have 20 questions."
-    turns = [Turn([], [], [], q, info={"label": label}, belief_gain=gain) for q, label, gain in questions]
-    return Episode(task={"task_id": "cat"}, group_id="g", messages=[{"role": "user", "content": opening}],
+    turns = [Turn([], [], [], q, belief_gain=gain, label=label) for q, label, gain in questions]
+    return Episode(task=Task("cat"), group_id="g", messages=[{"role": "user", "content": opening}],
                    success=won, turns=turns)
 
 

@@ -17,6 +17,7 @@ from turncredit.envs.twenty_questions.env import (
     mentions,
 )
 from turncredit.envs.twenty_questions.oracle import HINT, WordNetOracle
+from turncredit.envs.twenty_questions.record import TwentyQuestionsRecord
 from turncredit.envs.twenty_questions.words import SecretWord, default_words_path, load_words, repo_root
 
 SYNTAX_HINT = "Ask exactly one yes/no question: 2-500 characters, ending in a single '?'."
@@ -58,13 +59,13 @@ def test_opening_messages(env: TwentyQuestionsEnv) -> None:
 )
 def test_syntax_checks_give_invalid(env: TwentyQuestionsEnv, text: str) -> None:
     _, [r] = play(env, DOG, text)
-    assert r.info == {"label": "Invalid", "category": None}
+    assert (r.label, r.record) == ("Invalid", TwentyQuestionsRecord(category=None))
     assert r.reply == f"Invalid question. {SYNTAX_HINT}" and r.reward == -5.0 and not r.done
 
 
 def test_whitespace_is_stripped_before_checks(env: TwentyQuestionsEnv) -> None:
     _, [r] = play(env, DOG, "  \n Is it an animal?  \n")
-    assert r.info == {"label": "Yes", "category": "animal"} and r.reply == "Yes." and r.reward == 0.0
+    assert (r.label, r.record) == ("Yes", TwentyQuestionsRecord(category="animal")) and r.reply == "Yes." and r.reward == 0.0
 
 
 def test_length_limits(env: TwentyQuestionsEnv) -> None:
@@ -92,13 +93,13 @@ def test_custom_length_limits() -> None:
 )
 def test_mention_of_secret_forces_finished(env: TwentyQuestionsEnv, text: str) -> None:
     _, [r] = play(env, DOG, text)
-    assert r.info["label"] == "Finished" and r.done and r.success
+    assert r.label == "Finished" and r.done and r.success
     assert r.reply == "Finished! The answer was dog." and r.reward == 2.0
 
 
 def test_irregular_plural_mention(env: TwentyQuestionsEnv) -> None:
     _, [r] = play(env, MOUSE, "Do mice squeak?")
-    assert r.info["label"] == "Finished" and r.success
+    assert r.label == "Finished" and r.success
 
 
 def test_mention_is_whole_word_only() -> None:
@@ -113,16 +114,12 @@ def test_equivalent_form_is_finished(env: TwentyQuestionsEnv) -> None:
     _, [r] = play(env, DOG, "Is it a domestic dog?")
     assert r.success
     _, [r2] = play(env, Task("car", {"secret": "car", "synset": "car.n.01", "category": "artifact"}), "Is it an automobile?")
-    assert r2.info["label"] == "Finished" and r2.success
+    assert r2.label == "Finished" and r2.success
 
 
 def test_oracle_labels_and_category(env: TwentyQuestionsEnv) -> None:
     _, rs = play(env, DOG, "Is it an animal?", "Is it a kind of tool?", "Does it bark?")
-    assert [r.info for r in rs] == [
-        {"label": "Yes", "category": "animal"},
-        {"label": "No", "category": "tool"},
-        {"label": "Invalid", "category": None},
-    ]
+    assert [(r.label, r.record.category) for r in rs] == [("Yes", "animal"), ("No", "tool"), ("Invalid", None)]
     assert [r.reply for r in rs] == ["Yes.", "No.", f"Invalid question. {HINT}"]
     assert [r.reward for r in rs] == [0.0, 0.0, -5.0]
 
@@ -133,20 +130,20 @@ def test_repeated_by_text_and_by_category(env: TwentyQuestionsEnv) -> None:
         "Is it an animal?", "is it an ANIMAL ?", "Are they animals?", "Is it a kind of animal?",
         "Is it a cat?", "Is it a cat?", "Is it alive?", "Is it a living thing?",
     )
-    labels = [r.info["label"] for r in rs]
+    labels = [r.label for r in rs]
     assert labels == ["Yes", "Repeated", "Repeated", "Repeated", "No", "Repeated", "Yes", "Repeated"]
     assert rs[1].reply == REPEATED_REPLY and rs[1].reward == -1.0
 
 
 def test_invalid_question_asked_again_stays_invalid(env: TwentyQuestionsEnv) -> None:
     _, rs = play(env, DOG, "Does it bark?", "Does it bark?")
-    assert [r.info["label"] for r in rs] == ["Invalid", "Invalid"] and rs[1].reward == -5.0
+    assert [r.label for r in rs] == ["Invalid", "Invalid"] and rs[1].reward == -5.0
 
 
 def test_repeats_do_not_carry_across_episodes(env: TwentyQuestionsEnv) -> None:
     play(env, DOG, "Is it an animal?")
     _, [r] = play(env, DOG, "Is it an animal?")
-    assert r.info["label"] == "Yes"
+    assert r.label == "Yes"
 
 
 # -- rewards and episode end --------------------------------------------------------------------
@@ -214,11 +211,11 @@ def test_garbage_input_never_crashes(env: TwentyQuestionsEnv) -> None:
     for text in garbage:
         _, state = env.reset(DOG, random.Random(0))
         r = env.step(state, text)  # type: ignore[arg-type]
-        assert r.info["label"] in {"Yes", "No", "Invalid", "Repeated", "Finished"}
-        if r.info["label"] == "Invalid":
+        assert r.label in {"Yes", "No", "Invalid", "Repeated", "Finished"}
+        if r.label == "Invalid":
             assert r.reward == -5.0
     _, [r] = play(env, DOG, "x" * 2000)
-    assert r.info["label"] == "Invalid" and r.reward == -5.0
+    assert r.label == "Invalid" and r.reward == -5.0
 
 
 # -- candidate mode ----------------------------------------------------------------------------
@@ -267,7 +264,7 @@ def test_exact_belief_gain_is_the_log_ratio_of_consistent_listed_words() -> None
         assert any(c.word == task.task_id for c in st.consistent)  # the secret is never ruled out
         before = after
     r = e.step(st, f"Is it a {task.task_id}?")
-    assert r.info["label"] == "Finished" and r.belief_gain == pytest.approx(math.log(before))
+    assert r.label == "Finished" and r.belief_gain == pytest.approx(math.log(before))
     off = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8, exact_belief=False))
     _, st = off.reset(task, random.Random(0))
     assert off.step(st, "Is it a kind of animal?").belief_gain is None
@@ -345,7 +342,7 @@ def test_mixed_abstract_and_concrete_list_loads_with_wordnet_and_with_a_judge(tm
     state, results = play(e,
                           Task("idea", {"secret": "idea", "synset": "idea.n.01", "split": "train"}),
                           "Is it a kind of content?", "Is it an animal?")
-    assert [r.info["label"] for r in results] == ["Yes", "No"]  # answered from the abstract sense
+    assert [r.label for r in results] == ["Yes", "No"]  # answered from the abstract sense
 
     bad = tmp_path / "typo.txt"
     bad.write_text("dog\nfreedom\nfredom\n")

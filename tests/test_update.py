@@ -5,7 +5,8 @@ import copy
 import pytest
 import torch
 
-import turncredit.train.trainer as trainer_mod
+import turncredit.train.loss as loss_mod
+import turncredit.train.update as update_mod
 from turncredit.config import load_config
 from turncredit.credit import assign_advantages
 from turncredit.policy.session import PolicySession
@@ -44,7 +45,7 @@ def test_old_log_probs_of_the_first_minibatch_come_from_its_gradient_pass(
     extra = [f"train.minibatches={minibatches}"]
     a = copy.deepcopy(tiny_policy)
     one, n_one = _update(a, smol_tokenizer, tmp_path, "one", episodes, extra)
-    monkeypatch.setattr(trainer_mod, "needs_old_pass", lambda schedule, n: list(range(n)))
+    monkeypatch.setattr(update_mod, "needs_old_pass", lambda schedule, n: list(range(n)))
     b = copy.deepcopy(tiny_policy)
     two, n_two = _update(b, smol_tokenizer, tmp_path, "two", episodes, extra)
 
@@ -66,7 +67,7 @@ def test_every_minibatch_after_the_first_is_scored_before_the_policy_moves():
     import random
 
     from turncredit.config import TrainConfig
-    from turncredit.train.trainer import minibatch_schedule, needs_old_pass
+    from turncredit.train.update import minibatch_schedule, needs_old_pass
 
     t = TrainConfig(ppo_epochs=2, minibatches=2)
     schedule = minibatch_schedule(5, t, random.Random(0))
@@ -89,7 +90,7 @@ def test_micro_batches_by_tokens_hold_at_most_the_budget():
     from types import SimpleNamespace
 
     from turncredit.config import TrainConfig
-    from turncredit.train.trainer import micro_batches
+    from turncredit.train.update import micro_batches
 
     eps = [SimpleNamespace(token_ids=lambda n=n: [0] * n, n=n) for n in (5, 100, 40, 60, 30, 20)]
     # descending 100, 60, 40, 30, 20, 5; budget 130 padded tokens (longest × count):
@@ -181,14 +182,14 @@ def test_the_update_warms_its_rate_up_over_optimizer_steps_and_a_resume_continue
 def test_the_update_applies_train_dual_clip_and_logs_what_it_capped(tiny_policy, smol_tokenizer, tmp_path,
                                                                      monkeypatch):
     episodes = _rollout(tiny_policy, smol_tokenizer, tmp_path)
-    seen, real = [], trainer_mod.ppo_clip_loss
+    seen, real = [], loss_mod.ppo_clip_loss
 
     def spy(*args, **kwargs):
         seen.append(kwargs["dual_clip"])
         loss, info = real(*args, **kwargs)
         return loss, {**info, "dual_clip_fraction": 0.25}
 
-    monkeypatch.setattr(trainer_mod, "ppo_clip_loss", spy)
+    monkeypatch.setattr(loss_mod, "ppo_clip_loss", spy)  # what `PPOLoss` calls
     stats, _ = _update(copy.deepcopy(tiny_policy), smol_tokenizer, tmp_path, "dual", episodes, ["train.dual_clip=3"])
     assert seen and set(seen) == {3.0}
     assert stats.dual_clip_fraction == pytest.approx(0.25)  # weighted like the loss over micro-batches

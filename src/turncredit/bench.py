@@ -4,8 +4,10 @@ The default config (`configs/bench-peer-workload.yaml`) is the workload of the p
 `shared/peers/` (SmolLM2-135M fp32, 8 secrets × 4 rollouts, ≤ 8 turns, ≤ 24 tokens a turn, the
 zero-cost oracle), so its numbers sit next to the naive loop's, TRL's and the hardware limit's.
 Timing follows the harness: the wall clock of a whole group (rendering, tokenizing, generating,
-oracle), median over the groups after a one-turn warm-up; one GRPO update per group at the same
-batch (one optimizer step) is timed separately.
+oracle), median over the groups after a one-turn warm-up. Each group goes through the trainer's
+own step (`Trainer.play`: rollout, reward shaping; `Trainer.learn`: credit, filter, the update,
+the sampler refresh), so the numbers are what training does; the update (one optimizer step at
+the peer workload) is timed separately from the rollout.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import resource
 import statistics
 import subprocess
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,42 +25,14 @@ from typing import Any
 import torch
 
 from turncredit.config import Config
-from turncredit.credit import assign_advantages
-from turncredit.rollout import RolloutStats, SamplingParams, resolve_refill, run_episodes
 
 __all__ = ["run_bench", "format_bench"]
 
 
-def _step_tasks(trainer, step: int) -> tuple[list, list[str]]:
-    """The env's fixed tasks for a step if it has them (the peer workload does), else a sample."""
-    env = trainer.env
-    if not hasattr(env, "step_tasks"):
-        return trainer.sample_groups(step)
-    g = trainer.cfg.rollout.group_size
-    tasks = env.step_tasks(step)
-    return [t for t in tasks for _ in range(g)], [f"s{step}-g{j}" for j in range(len(tasks)) for _ in range(g)]
-
-
-def _rollout(trainer, env, step: int, seed: int) -> tuple[list, RolloutStats, float]:
-    r = trainer.cfg.rollout
-    tasks, gids = _step_tasks(trainer, step)
-    stats = RolloutStats()
-    t0 = time.perf_counter()
-    episodes = run_episodes(env, trainer.session.backend, trainer.session.bridge, tasks, gids,
-                            SamplingParams.of(r),
-                            seed=seed, batch_size=r.batch_size, stats=stats,
-                            refill=resolve_refill(r.continuous_batching, trainer.session.device))
-    return episodes, stats, time.perf_counter() - t0
-
-
-def _update(trainer, episodes) -> tuple[dict[str, Any], float]:
-    assign_advantages(episodes, trainer.cfg.algo.estimator, **trainer.cfg.algo.estimator_options)
-    trainable = [ep for ep in episodes if not ep.aborted and ep.turns]
-    t0 = time.perf_counter()
-    st = trainer.update(trainable)
-    if st.optimizer_steps:
-        trainer.session.after_update()
-    return dataclasses.asdict(st), time.perf_counter() - t0
+def _fixed_tasks(env: Any, step: int) -> list | None:
+    """The env's fixed tasks for a step if it has them (the peer workload does), else None: the
+    trainer samples them as in training."""
+    return env.step_tasks(step) if hasattr(env, "step_tasks") else None
 
 
 def _peak_rss_mib() -> float:
@@ -96,26 +69,28 @@ def run_bench(cfg: Config, groups: int = 3, train: bool = True) -> dict[str, Any
         trainer = Trainer(cfg, run_dir)
         env = trainer.env
         warm_env = make_env(cfg.env.name, dataclasses.replace(env.options, max_turns=1))
-        warm, _, warm_s = _rollout(trainer, warm_env, 0, seed=cfg.run.seed)
+        warm = trainer.play(0, _fixed_tasks(env, 0), warm_env)
         if train:
-            _update(trainer, warm)
+            trainer.learn(0, warm.episodes)
         runs = []
         for step in range(1, groups + 1):
-            episodes, st, dt = _rollout(trainer, env, step, seed=cfg.run.seed + step)
+            played = trainer.play(step, _fixed_tasks(env, step), env)
+            episodes, rollout, dt = played.episodes, played.stats, played.seconds_rollout
             n = len(episodes)
             run = {
                 "step": step, "episodes": n, "seconds": dt, "episodes_per_s": n / dt,
-                "gen_tokens": st.tokens_generated, "gen_tokens_per_s": st.tokens_generated / dt,
-                "prompt_tokens_appended": st.tokens_prompt, "prompt_tokens_prefilled": st.tokens_prefilled,
-                "turns": st.turns, "successes": sum(ep.success for ep in episodes),
-                "seconds_generate": st.seconds_generate, "seconds_env": st.seconds_env,
+                "gen_tokens": rollout.tokens_generated, "gen_tokens_per_s": rollout.tokens_generated / dt,
+                "prompt_tokens_appended": rollout.tokens_prompt, "prompt_tokens_prefilled": rollout.tokens_prefilled,
+                "turns": rollout.turns, "successes": sum(ep.success for ep in episodes),
+                "seconds_generate": rollout.seconds_generate, "seconds_env": rollout.seconds_env,
             }
             if train:
-                ust, ut = _update(trainer, episodes)
-                run.update(update_seconds=ut, update_sequence_tokens=ust["sequence_tokens"],
-                           update_action_tokens=ust["tokens"],
-                           update_tokens_per_s=ust["sequence_tokens"] / ut,
-                           optimizer_steps=ust["optimizer_steps"])
+                learned = trainer.learn(step, episodes)
+                update, seconds = learned.update, learned.seconds_update
+                run.update(update_seconds=seconds, update_sequence_tokens=update.sequence_tokens,
+                           update_action_tokens=update.tokens,
+                           update_tokens_per_s=update.sequence_tokens / seconds,
+                           optimizer_steps=update.optimizer_steps)
             runs.append(run)
     median = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "step"}
     r, t = cfg.rollout, cfg.train
@@ -128,7 +103,7 @@ def run_bench(cfg: Config, groups: int = 3, train: bool = True) -> dict[str, Any
                      "group_size": r.group_size, "estimator": cfg.algo.estimator,
                      "train": {"lr": t.lr, "kl": t.kl, "ppo_epochs": t.ppo_epochs, "minibatches": t.minibatches,
                                "micro_batch_size": t.micro_batch_size, "bf16": t.bf16}},
-        "warmup_seconds": warm_s,
+        "warmup_seconds": warm.seconds_rollout,
         "runs": runs,
         "median": median,
         "peak_rss_mib": _peak_rss_mib(),

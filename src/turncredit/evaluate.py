@@ -20,18 +20,12 @@ def eval_tasks(env: MultiTurnEnv, split: str, num_tasks: int) -> list[Task]:
     return tasks[:num_tasks] if num_tasks else tasks
 
 
-def label_rates(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Share of all turns the environment labelled Repeated / Invalid (`Turn.info["label"]`)."""
-    labels = [t.info.get("label") for ep in episodes for t in ep.turns]
-    n = max(1, len(labels))
-    return {"repeated_rate": labels.count("Repeated") / n, "invalid_rate": labels.count("Invalid") / n}
-
-
-def summarize(episodes: Sequence[Episode], k: int) -> dict[str, Any]:
-    """Success metrics over tasks (Mean@k, Pass@k) and per-turn behaviour rates."""
+def summarize(episodes: Sequence[Episode], k: int, env: MultiTurnEnv) -> dict[str, Any]:
+    """Success metrics over tasks (Mean@k, Pass@k) and the per-turn behaviour rates `env`
+    reports (`MultiTurnEnv.label_rates`: 20 Questions' repeated_rate and invalid_rate)."""
     by_task: dict[str, list[bool]] = defaultdict(list)
     for ep in episodes:
-        by_task[str(ep.task.get("task_id"))].append(bool(ep.success) and not ep.aborted)
+        by_task[ep.task.task_id].append(bool(ep.success) and not ep.aborted)
     out = success_summary(dict(by_task), k)
     per_task = per_task_success(dict(by_task), k)
     out["mean_at_k_interval"] = list(bootstrap_interval(list(per_task.values())))  # 95 %, words resampled
@@ -40,7 +34,7 @@ def summarize(episodes: Sequence[Episode], k: int) -> dict[str, Any]:
     out.update(
         avg_questions=statistics.fmean(ep.num_turns for ep in episodes) if episodes else 0.0,
         avg_questions_when_won=statistics.fmean(wins) if wins else None,
-        **label_rates(episodes),
+        **env.label_rates(episodes),
         aborted=sum(ep.aborted for ep in episodes),
         episodes=len(episodes),
     )
@@ -63,7 +57,7 @@ def evaluate_policy(
     stats = RolloutStats()
     eps = run_episodes(env, session.backend, session.bridge, rep, gids, params, seed=seed,
                        batch_size=batch_size, stats=stats, refill=refill)
-    res = summarize(eps, k)
+    res = summarize(eps, k, env)
     res.update(env.summarize(eps))
     res.update(tokens_generated=stats.tokens_generated, seconds_generate=stats.seconds_generate)
     return res, eps
@@ -83,7 +77,7 @@ def evaluate_player(
         ep = play(env, t, task_rng(seed, t))
         ep.group_id = t.task_id
         eps.append(ep)
-    return summarize(eps, 1), eps
+    return summarize(eps, 1, env), eps
 
 
 #: the label of the scripted expert's row in evaluation tables and files
@@ -115,15 +109,18 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"compare: the evaluations used different k ({before['k']} and {after['k']})")
     out = paired_difference(before["per_task_success"], after["per_task_success"])
     for key in ("repeated_rate", "invalid_rate", "avg_questions"):
-        out[key] = [before[key], after[key]]
+        if key in before and key in after:  # an environment reports the rates of its own labels only
+            out[key] = [before[key], after[key]]
     return out
 
 
 def format_comparison(label: str, c: dict[str, Any], k: int) -> str:
     lo, hi = c["interval"]
-    return (f"[{label}] Mean@{k} {100 * c['difference']:+.1f} points, paired {100 * c['level']:.0f}% interval "
-            f"[{100 * lo:+.1f}, {100 * hi:+.1f}] over {c['n_tasks']} words; repeated {100 * c['repeated_rate'][0]:.1f}% "
-            f"→ {100 * c['repeated_rate'][1]:.1f}%, invalid {100 * c['invalid_rate'][0]:.1f}% → {100 * c['invalid_rate'][1]:.1f}%")
+    rates = [f"{name} {100 * c[key][0]:.1f}% → {100 * c[key][1]:.1f}%"
+             for key, name in (("repeated_rate", "repeated"), ("invalid_rate", "invalid")) if key in c]
+    line = (f"[{label}] Mean@{k} {100 * c['difference']:+.1f} points, paired {100 * c['level']:.0f}% interval "
+            f"[{100 * lo:+.1f}, {100 * hi:+.1f}] over {c['n_tasks']} words")
+    return line + (f"; {', '.join(rates)}" if rates else "")
 
 
 def format_table(rows: dict[str, dict[str, Any]], k: int) -> str:
@@ -136,7 +133,7 @@ def format_table(rows: dict[str, dict[str, Any]], k: int) -> str:
         lo, hi = r.get("mean_at_k_interval", (math.nan, math.nan))
         lines.append(
             f"{name:<28} {mean:>14} {f'[{100 * lo:.1f}, {100 * hi:.1f}]':>14} {100 * r['pass_at_k']:>7.1f}%"
-            f" {r['avg_questions']:>9.2f} {100 * r['repeated_rate']:>6.1f}% {100 * r['invalid_rate']:>6.1f}%"
+            f" {r['avg_questions']:>9.2f} {_rate(r.get('repeated_rate'))} {_rate(r.get('invalid_rate'))}"
         )
     extra = [c for c in ANSWER_SET_COLUMNS if any(c in r for r in rows.values())]
     if extra:  # an answer-set environment: its own scores under the success table
@@ -144,6 +141,11 @@ def format_table(rows: dict[str, dict[str, Any]], k: int) -> str:
         lines += ["", head, "-" * len(head)]
         lines += [f"{name:<28} " + " ".join(f"{r.get(c, float('nan')):>15.3f}" for c in extra) for name, r in rows.items()]
     return "\n".join(lines)
+
+
+def _rate(x: float | None) -> str:
+    """A table cell of a behaviour rate; a dash where the environment reports none."""
+    return f"{'—':>7}" if x is None else f"{100 * x:>6.1f}%"
 
 
 ANSWER_SET_COLUMNS = ("f1", "precision", "recall", "exact_match", "evidence_recall", "tool_calls", "format_error_rate")

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-from turncredit.envs.base import EnvFailure
+from turncredit.errors import EnvFailure
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, ContextManager, TypeVar
 
-from turncredit.envs.base import EnvFailure
+from turncredit.errors import EnvFailure
 
 T = TypeVar("T")
 

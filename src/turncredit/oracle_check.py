@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
-from turncredit.envs.base import EnvFailure
+from turncredit.errors import EnvFailure
 from turncredit.envs.twenty_questions.words import SecretWord
 from turncredit.jsonl import iter_jsonl
 

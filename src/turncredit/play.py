@@ -18,7 +18,7 @@ from typing import Any, Sequence, TextIO
 
 from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
 from turncredit.envs.twenty_questions.oracle import Oracle, OracleAnswer
-from turncredit.episode import Episode, Turn
+from turncredit.episode import Episode
 from turncredit.rollout import SamplingParams, run_episodes, task_rng
 
 #: what a person may type for each oracle label (first match wins; case and final '.' ignored)
@@ -131,19 +131,18 @@ def play_person(env: MultiTurnEnv, task: Task, seed: int, console: Console) -> E
     """One game in which the person types each action and the environment answers it."""
     messages, state = env.reset(task, task_rng(seed, task))
     console.say(f"game: {messages[-1]['content']}")
-    ep = Episode(task=task.to_dict(), group_id="play", messages=messages)
+    ep = Episode(task=task, group_id="play", messages=messages)
     for turn in range(1, env.max_turns + 1):
         line = console.ask(f"[{turn:>2}/{env.max_turns}] you:    ")
         if is_quit(line):
-            ep.aborted, ep.info["abort_reason"] = True, STOPPED
+            ep.aborted, ep.abort_reason = True, STOPPED
             return ep
         [res] = env.step_batch([state], [line])
         if isinstance(res, EnvFailure):
             console.say(f"        the environment failed: {res}")
-            ep.aborted, ep.info["abort_reason"] = True, str(res)
+            ep.aborted, ep.abort_reason = True, str(res)
             return ep
-        ep.turns.append(Turn(prompt_ids=[], action_ids=[], sampler_logprobs=[], action_text=line,
-                             observation=res.reply, reward=res.reward, info=dict(res.info)))
+        ep.turns.append(res.to_turn(line))
         console.say(turn_line(res))
         if res.done:
             ep.success, ep.outcome = res.success, float(res.success)
@@ -158,11 +157,11 @@ def summary(ep: Episode, player: str, env: MultiTurnEnv) -> str:
     if ep.success:
         outcome = f"won in {n} turn{'s' * (n != 1)}"
     elif ep.aborted:
-        outcome = f"stopped after {n} turn{'s' * (n != 1)} ({ep.info.get('abort_reason', 'aborted')})"
+        outcome = f"stopped after {n} turn{'s' * (n != 1)} ({ep.abort_reason or 'aborted'})"
     else:
         outcome = f"did not win in {n} turn{'s' * (n != 1)}"
-    lines = [f"== {player} {outcome}; the secret was {ep.task.get('task_id')!r}; total reward {ep.total_reward:+.2f}"]
-    labels = Counter(t.info["label"] for t in ep.turns if "label" in t.info)
+    lines = [f"== {player} {outcome}; the secret was {ep.task.task_id!r}; total reward {ep.total_reward:+.2f}"]
+    labels = Counter(t.label for t in ep.turns if t.label)
     if labels:
         order = ["Yes", "No", "Repeated", "Invalid", "Finished"]
         lines.append("   answers: " + " · ".join(f"{k} {labels[k]}" for k in order if labels[k]))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+import inspect
+from typing import Callable, Collection, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -38,3 +39,16 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._items))
+
+
+def unknown_options(fn: Callable, options: Iterable[str], keyword_only: bool = True,
+                    exclude: Collection[str] = ()) -> tuple[list[str], list[str]]:
+    """(the keys of `options` that `fn` does not accept, the names it does): what a registered
+    component is checked against before a run starts. Accepted are its keyword-only parameters
+    (every parameter with `keyword_only=False`) outside `exclude`; a `**kwargs` accepts all."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return [], []
+    accepted = [n for n, p in params.items()
+                if (p.kind is p.KEYWORD_ONLY or not keyword_only) and n not in exclude]
+    return [k for k in options if k not in accepted], accepted

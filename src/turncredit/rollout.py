@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 
 from turncredit.chat import ChatBridge
 from turncredit.envs.base import EnvFailure, MultiTurnEnv, StepResult, Task
-from turncredit.episode import Episode, Turn
-from turncredit.policy.backends import Generation, GenerationState, PolicyBackend, SamplingParams
+from turncredit.episode import Episode
+from turncredit.generation import Generation, GenerationState, PolicyBackend, SamplingParams
 
 __all__ = ["RolloutStats", "SamplingParams", "resolve_refill", "run_episodes", "task_rng"]
 
@@ -88,7 +88,7 @@ def run_episodes(
                 raise RuntimeError(f"backend opened row {r} for episode {len(episodes)}: rows must be the next ids")
             task, gid = pairs[r]
             messages, state = env.reset(task, task_rng(seed, task))
-            episodes.append(Episode(task=task.to_dict(), group_id=gid, messages=messages))
+            episodes.append(Episode(task=task, group_id=gid, messages=messages))
             states.append(state)
             pending.append(bridge.opening_ids(messages))
             done.append(False)
@@ -126,19 +126,13 @@ def _advance(env, bridge, ep, gen: Generation, text: str, res: StepResult | EnvF
              pending, i, done, stats) -> None:
     if isinstance(res, EnvFailure):
         ep.aborted = True
-        ep.info["abort_reason"] = str(res)
+        ep.abort_reason = str(res)
         done[i] = True
         stats.aborted += 1
         return
     ended = bool(gen.ids) and gen.ids[-1] == bridge.end_of_turn_id
-    info = dict(res.info)
-    if not ended:
-        info["truncated_action"] = True
-    ep.turns.append(Turn(
-        prompt_ids=pending[i], action_ids=gen.ids, sampler_logprobs=gen.logprobs,
-        action_text=text, observation=res.reply, reward=res.reward, info=info, answer=res.answer,
-        belief_gain=res.belief_gain,
-    ))
+    ep.turns.append(res.to_turn(text, prompt_ids=pending[i], action_ids=gen.ids, sampler_logprobs=gen.logprobs,
+                                truncated_action=not ended))
     stats.tokens_generated += len(gen.ids)
     stats.turns += 1
     if res.done:

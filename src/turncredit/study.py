@@ -280,7 +280,7 @@ def summarise(spec: StudySpec, results: dict[str, dict[int, dict[str, Any]]],
             d = paired_difference(per_task[a], per_task[b])
             pairs[f"{b} − {a}"] = {"difference": d["difference"], "interval": d["interval"], "significant": _excludes_zero(d)}
     return {"starts": {fp: {"mean": st["mean_at_k"], "interval": st["mean_at_k_interval"],
-                            "repeated_rate": st["repeated_rate"], "invalid_rate": st["invalid_rate"]}
+                            "repeated_rate": st.get("repeated_rate", 0.0), "invalid_rate": st.get("invalid_rate", 0.0)}
                        for fp, st in starts.items()},
             "arms": arms, "pairs": pairs}
 

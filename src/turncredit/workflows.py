@@ -87,7 +87,7 @@ def run_sft_stage(cfg: Config, out_dir: Path) -> tuple[Path, dict[str, Any]]:
     from turncredit.episode import write_episodes
     from turncredit.policy.session import PolicySession
     from turncredit.precision import choose_precision
-    from turncredit.train.forward import model_device
+    from turncredit.policy.scoring import model_device
     from turncredit.train.sft import load_dialogues, run_sft
 
     out_dir.mkdir(parents=True, exist_ok=True)

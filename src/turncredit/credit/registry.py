@@ -18,7 +18,7 @@ import math
 from typing import Any, Callable, Hashable, Sequence
 
 from turncredit.episode import Episode
-from turncredit.registry import Registry
+from turncredit.registry import Registry, unknown_options
 
 Estimator = Callable[..., list[list[float]]]
 
@@ -60,11 +60,13 @@ def episode_observations(ep: Episode) -> list[str]:
 
 def episode_outcome(ep: Episode) -> float:
     """The end-of-game reward, already inside the last turn's reward: the env's
-    `info["outcome_reward"]` on that turn, else that turn's whole reward."""
+    `Turn.outcome_reward` on that turn, else that turn's whole reward before shaping."""
     if not ep.turns:
         return 0.0
     last = ep.turns[-1]
-    return float(last.info.get("outcome_reward", last.info.get("env_reward", last.reward)))
+    if last.outcome_reward is not None:
+        return float(last.outcome_reward)
+    return float(last.env_reward if last.env_reward is not None else last.reward)
 
 
 #: per-trajectory inputs an estimator may ask for by naming them as keyword parameters
@@ -126,15 +128,11 @@ def broadcast(values: Sequence[float], step_rewards: Sequence[Sequence[float]]) 
 
 
 def _check_options(name: str, fn: Estimator, options: dict[str, Any]) -> None:
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = sorted(p for p in params if p not in _DATA_ARGS)
-    unknown = sorted(set(options) - set(accepted))
+    unknown, accepted = unknown_options(fn, options, keyword_only=False, exclude=_DATA_ARGS)
     if unknown:
         raise TypeError(
-            f"credit estimator {name!r} got unknown option(s) {unknown}; "
-            f"accepted: {', '.join(accepted) or 'none'}"
+            f"credit estimator {name!r} got unknown option(s) {sorted(unknown)}; "
+            f"accepted: {', '.join(sorted(accepted)) or 'none'}"
         )
 
 

@@ -9,24 +9,14 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from turncredit.episode import Episode, Task, Turn, TurnRecord  # noqa: F401  (Task, TurnRecord re-exported)
+from turncredit.errors import EnvFailure  # noqa: F401  (re-exported: environments raise it)
 from turncredit.registry import Registry
-
-
-@dataclass
-class Task:
-    task_id: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, **self.data}
-
-
-class EnvFailure(RuntimeError):
-    """An oracle or tool failed after its retries: the episode is aborted, the run goes on."""
 
 
 @dataclass
@@ -35,7 +25,7 @@ class StepResult:
     reward: float  # this turn's reward
     done: bool
     success: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # free-form notes for people (`Turn.info`); no stage reads it
     #: the reply without end-of-game text that reveals what the policy had to find out (a lost
     #: 20 Questions game's "Game over. The answer was X."); None when the reply is all answer.
     #: A belief about the secret must never be scored on the reveal (ΔBelief)
@@ -44,6 +34,26 @@ class StepResult:
     #: out (nats), where the environment can compute one: in 20 Questions with listed candidates,
     #: log(consistent words before / consistent words after). None where it cannot
     belief_gain: float | None = None
+    #: the environment's verdict on the turn (`Turn.label`)
+    label: str = ""
+    #: the end-of-game part of `reward` on the last turn, where the environment separates it
+    outcome_reward: float | None = None
+    #: the environment's own typed per-turn data (a `TurnRecord` dataclass of that environment)
+    record: TurnRecord | None = None
+
+    def to_turn(self, action_text: str, prompt_ids: list[int] | None = None, action_ids: list[int] | None = None,
+                sampler_logprobs: list[float] | None = None, truncated_action: bool = False) -> Turn:
+        """The turn this result answers, with everything the environment said about it: the one
+        place a step's result becomes what the later stages read."""
+        return Turn(
+            prompt_ids=[] if prompt_ids is None else prompt_ids,
+            action_ids=[] if action_ids is None else action_ids,
+            sampler_logprobs=[] if sampler_logprobs is None else sampler_logprobs,
+            action_text=action_text, observation=self.reply, reward=self.reward, info=dict(self.info),
+            answer=self.answer, belief_gain=self.belief_gain, label=self.label, env_reward=self.reward,
+            outcome_reward=self.outcome_reward, truncated_action=truncated_action,
+            record=self.record.to_dict() if self.record is not None else {},
+        )
 
 
 class MultiTurnEnv(ABC):
@@ -51,6 +61,9 @@ class MultiTurnEnv(ABC):
 
     #: a dataclass type holding this environment's options (validated from the config)
     Options: ClassVar[type]
+    #: the turn labels whose share of all turns this environment reports, by metric name
+    #: (20 Questions: {"repeated_rate": "Repeated", "invalid_rate": "Invalid"}); see `label_rates`
+    LABEL_RATES: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: Any) -> None:
         self.options = options
@@ -121,6 +134,13 @@ class MultiTurnEnv(ABC):
     def summarize(self, episodes: Sequence[Any]) -> dict[str, float]:
         """This environment's own metrics over finished episodes (added to eval and train logs)."""
         return {}
+
+    def label_rates(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """The share of all turns given each label of `LABEL_RATES` (in eval and train logs; the
+        environment says which of its labels are worth a rate, so no stage assumes any)."""
+        labels = Counter(t.label for ep in episodes for t in ep.turns)
+        n = max(1, sum(labels.values()))
+        return {name: labels[label] / n for name, label in self.LABEL_RATES.items()}
 
     @property
     def max_turns(self) -> int:

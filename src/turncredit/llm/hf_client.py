@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import torch
 
-from turncredit.envs.base import EnvFailure
+from turncredit.errors import EnvFailure
 from turncredit.llm.openai_client import CHAT_CLIENTS, Messages
 
 

@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, Sequence
 
-from turncredit.envs.base import EnvFailure
+from turncredit.errors import EnvFailure
 from turncredit.http_json import post_json
 from turncredit.registry import Registry
 

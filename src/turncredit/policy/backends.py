@@ -11,51 +11,13 @@ reference the fast one is tested against).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import torch
 
+from turncredit.generation import Generation, GenerationState, PolicyBackend, SamplingParams  # noqa: F401  (re-exported)
 from turncredit.policy.kv_cache import cache_kwarg, drop_holes, growing_cache, keep_columns
 from turncredit.registry import Registry
-
-
-@dataclass
-class SamplingParams:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 50
-    greedy: bool = False
-    top_k: int = 0  # 0 = no top-k cut
-
-    @classmethod
-    def of(cls, section: Any, greedy: bool = False) -> "SamplingParams":
-        """From a config section with temperature, top_p, top_k, max_new_tokens (rollout or eval)."""
-        return cls(section.temperature, section.top_p, section.max_new_tokens, greedy=greedy, top_k=section.top_k)
-
-
-@dataclass
-class Generation:
-    ids: list[int]
-    logprobs: list[float]  # the sampler's log-probs of `ids` (after temperature / top-p)
-
-
-class GenerationState(Protocol):
-    #: tokens put through the model by prefill forwards so far (prompt, replies, re-encoded history)
-    tokens_prefilled: int
-
-    def generate(self, rows: Sequence[int], new_tokens: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
-        """Append `new_tokens[j]` to row `rows[j]`, then sample one action per row."""
-
-    def finish(self, rows: Sequence[int]) -> None:
-        """These rows are done; free what they hold."""
-
-    def add_rows(self, n: int) -> list[int]:
-        """Open `n` more rows, empty, for episodes that start now; returns their ids (the next
-        unused ones, in order)."""
-
-
-class PolicyBackend(Protocol):
-    def start(self, n_rows: int, seed: int) -> GenerationState: ...
 
 
 def sample_next(logits: torch.Tensor, params: SamplingParams, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -89,36 +89,40 @@ def temp_dir_beside(root: Path, name: str) -> Path:
     return tmp
 
 
-def _smollm2_tokenizer_dir() -> Path:
-    """The tokenizer-only cache (fast path: ~6 s once, then a plain local load)."""
+def _cached(name: str, model: bool, write: Callable[[Path], None]) -> Path:
+    """`cache_root()/name`, written once by `write(tmp_dir)` and published atomically, so that
+    concurrent first runs never see half a cache."""
     root = cache_root()
-    final = root / SMOLLM2_TOKENIZER_DIR
-    if _is_complete(final, model=False):
+    final = root / name
+    if _is_complete(final, model=model):
         return final
-    from transformers import AutoTokenizer
-
-    pkg, gguf = smollm2_gguf()
-    tmp = temp_dir_beside(root, SMOLLM2_TOKENIZER_DIR)
+    tmp = temp_dir_beside(root, name)
     try:
-        AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf).save_pretrained(str(tmp))
+        write(tmp)
         _publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
+def _smollm2_tokenizer_dir() -> Path:
+    """The tokenizer-only cache (fast path: ~6 s once, then a plain local load)."""
+    def write(tmp: Path) -> None:
+        from transformers import AutoTokenizer
+
+        pkg, gguf = smollm2_gguf()
+        AutoTokenizer.from_pretrained(str(pkg), gguf_file=gguf).save_pretrained(str(tmp))
+
+    return _cached(SMOLLM2_TOKENIZER_DIR, False, write)
+
+
 def _smollm2_model_dir() -> Path:
     """The full fp32 safetensors cache (model + the same tokenizer files)."""
-    root = cache_root()
-    final = root / SMOLLM2_DIR
-    if _is_complete(final, model=True):
-        return final
-    from transformers import AutoModelForCausalLM
+    def write(tmp: Path) -> None:
+        from transformers import AutoModelForCausalLM
 
-    tok_dir = _smollm2_tokenizer_dir()
-    pkg, gguf = smollm2_gguf()
-    tmp = temp_dir_beside(root, SMOLLM2_DIR)
-    try:
+        tok_dir = _smollm2_tokenizer_dir()
+        pkg, gguf = smollm2_gguf()
         model = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=gguf, dtype=torch.float32)
         # The weights are dequantised already; saving the GGUF quantizer would make loaders
         # expect a quantised checkpoint.
@@ -129,10 +133,8 @@ def _smollm2_model_dir() -> Path:
         for f in tok_dir.iterdir():
             if f.is_file():
                 shutil.copy2(f, tmp / f.name)
-        _publish(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+
+    return _cached(SMOLLM2_DIR, True, write)
 
 
 def model_source(spec: str) -> str:

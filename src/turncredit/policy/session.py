@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from turncredit.chat import ChatBridge
-from turncredit.config import Config
+from turncredit.config_types import Config
 from turncredit.policy.int8_sampler import int8_copy, refresh_int8
 from turncredit.policy.loading import load_model, load_tokenizer, save_checkpoint
 from turncredit.policy.backends import BACKENDS, PolicyBackend

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 
 import torch
 
-from turncredit.policy.backends import BACKENDS, Generation, SamplingParams
+from turncredit.generation import Generation, SamplingParams
+from turncredit.policy.backends import BACKENDS
 
 INSTALL_HINT = (
     "rollout.backend: vllm needs the vllm package on a CUDA machine "

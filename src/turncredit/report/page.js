@@ -305,7 +305,7 @@ function showEpisode(i, rows) {
   box.append(h("h3", {}, ep.task_id || "(no task id)"));
   const facts = [h("span", { class: "chip", "data-result": ep.result }, ep.result), ep.source,
     `group ${ep.group_id ?? "—"}`, `outcome ${fmt(ep.outcome)}`, `return ${signed(ep.return)}`,
-    ...(ep.truncated ? ["truncated"] : [])];
+    ...(ep.truncated ? ["truncated"] : []), ...(ep.abort_reason ? [`aborted: ${ep.abort_reason}`] : [])];
   box.append(h("div", { class: "facts" }, ...facts.map((f) => (typeof f === "string" ? h("span", {}, f) : f))));
   if (ep.info && Object.keys(ep.info).length) {
     box.append(h("div", { class: "extra" }, "info " + JSON.stringify(ep.info, short)));
@@ -316,10 +316,17 @@ function showEpisode(i, rows) {
 
   const list = h("ol", { class: "turns" });
   ep.turns.forEach((t, j) => {
-    const info = t.info || {};
+    // what the environment said beyond the reply: typed fields worth a look, its own record, then the
+    // free-form info (an older file keeps all of it in info)
+    const typed = {};
+    if (isNum(t.env_reward) && t.env_reward !== t.reward) typed.env_reward = t.env_reward;
+    if (isNum(t.outcome_reward)) typed.outcome_reward = t.outcome_reward;
+    if (t.truncated_action) typed.truncated_action = true;
+    const info = { ...typed, ...(t.record || {}), ...(t.info || {}) };
+    const label = t.label || info.label;
     const head = h("div", { class: "turn-head" }, h("span", { class: "num" }, `turn ${j + 1}`));
-    if (info.label !== undefined) {
-      head.append(h("span", { class: "chip label", "data-label": String(info.label) }, String(info.label)));
+    if (label !== undefined) {
+      head.append(h("span", { class: "chip label", "data-label": String(label) }, String(label)));
     }
     head.append(h("span", { class: "reward " + signClass(t.reward) }, "reward " + signed(t.reward)),
       h("span", { class: "advantage " + signClass(t.advantage) }, "advantage " + signed(t.advantage)));

@@ -8,7 +8,7 @@ belief in the secret.
 appended after the generation prompt, and only the secret's own tokens are summed (found by
 character offsets, so the probe is tokenised as one string). The turn that wins the game (it
 names the secret) gets 0. Beliefs are scored with the current policy in batched no-grad
-forwards, shortest first; each episode keeps its belief trajectory in `info["log_beliefs"]`.
+forwards, shortest first; each episode keeps its belief trajectory in `Episode.log_beliefs`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from turncredit.episode import Episode
-from turncredit.train.forward import action_logprobs, autocast, model_device, pack
+from turncredit.policy.scoring import action_logprobs, autocast, model_device, pack
 
 PROBE = "Is it '{secret}'?"
 
@@ -55,10 +55,10 @@ def belief_contexts(ep: Episode, bridge: Any) -> list[list[int]]:
 @torch.no_grad()
 def log_beliefs(model: torch.nn.Module, tokenizer: Any, bridge: Any, episodes: Sequence[Episode],
                 batch_size: int = 8, bf16: bool = False) -> list[list[float]]:
-    """log b_t for t = 0..T of every episode (secret from `task["secret"]`), batched."""
+    """log b_t for t = 0..T of every episode (secret from `task.data["secret"]`), batched."""
     jobs: list[tuple[int, list[int], list[int]]] = []  # (episode index, sequence, target mask)
     for e, ep in enumerate(episodes):
-        ids, mask = probe_ids(tokenizer, str(ep.task["secret"]))
+        ids, mask = probe_ids(tokenizer, str(ep.task.data["secret"]))
         for ctx in belief_contexts(ep, bridge):
             jobs.append((e, ctx + ids, [0] * len(ctx) + mask))
     order = sorted(range(len(jobs)), key=lambda j: len(jobs[j][1]))

@@ -1,14 +1,15 @@
 """Reward shapers on a step's episodes, registered by name (`algo.reward_shaper`).
 
 A shaper sees the whole step (groups included) and adds to `Turn.reward` in place; the
-environment's own reward stays in `Turn.info["env_reward"]`, so shaping twice gives the same
-result and reports can show both.
+environment's own reward stays in `Turn.env_reward`, so shaping twice gives the same result,
+and each turn's bonus goes in `Turn.info` under the shaper's key for people reading episodes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from turncredit.envs.multi_answer_qa.env import QARecord
 from turncredit.episode import Episode
 from turncredit.registry import Registry
 from turncredit.rewards.diversity import diversity_rewards, query_cost
@@ -25,8 +26,10 @@ def no_shaping(episodes: Sequence[Episode], step: int) -> None:
 def add_step_bonus(episodes: Sequence[Episode], bonus: Sequence[Sequence[float]], key: str) -> None:
     for ep, row in zip(episodes, bonus, strict=True):
         for turn, x in zip(ep.turns, row, strict=True):
-            base = turn.info.setdefault("env_reward", turn.reward)
-            turn.info[key] = float(x)
+            if turn.env_reward is None:  # a hand-made turn: its reward is the environment's
+                turn.env_reward = turn.reward
+            base = turn.env_reward
+            turn.info[key] = float(x)  # for reading only
             turn.reward = base + float(x)
 
 
@@ -36,16 +39,16 @@ def diversity_shaper(
     cost: float = 0.01, cost_warmup: int = 100, cost_ramp: int = 100,
 ) -> None:
     """SPADER's exploration reward (`diversity_rewards`), the query cost ramped in by training
-    step (`query_cost`; `step` counts from 1). Reads what the QA environment records per turn:
-    `info["retrieved_gold"]` and `info["queries"]`; gold entities are `task["answers"][*]["name"]`.
+    step (`query_cost`; `step` counts from 1). Reads what the QA environment records per turn
+    (`QARecord.retrieved_gold` and `.queries`); gold entities are `task.data["answers"][*]["name"]`.
     Aborted episodes are left out of the group counts N(e) and are not shaped."""
     live = [ep for ep in episodes if not ep.aborted]
     c = query_cost(step - 1, cost, cost_warmup, cost_ramp)
     bonus = diversity_rewards(
         group_ids=[ep.group_id for ep in live],
-        gold=[[a["name"] for a in ep.task.get("answers", [])] for ep in live],
-        retrieved=[[t.info.get("retrieved_gold", []) for t in ep.turns] for ep in live],
-        queries=[[int(t.info.get("queries", 0)) for t in ep.turns] for ep in live],
+        gold=[[a["name"] for a in ep.task.data.get("answers", [])] for ep in live],
+        retrieved=[[QARecord.of(t).retrieved_gold for t in ep.turns] for ep in live],
+        queries=[[QARecord.of(t).queries for t in ep.turns] for ep in live],
         alpha=alpha, beta=beta, lam=lam, cost=c,
     )
     add_step_bonus(live, bonus, "exploration_reward")
@@ -59,7 +62,7 @@ def query_cost_shaper(episodes: Sequence[Episode], step: int, *, cost: float = 0
     −c·q_t/|GT| on each search turn, so a trajectory's total is F1 − c·Q/|GT|."""
     c = query_cost(step - 1, cost, cost_warmup, cost_ramp)
     live = [ep for ep in episodes if not ep.aborted]
-    bonus = [[-c * int(t.info.get("queries", 0)) / max(1, len(ep.task.get("answers", []))) for t in ep.turns]
+    bonus = [[-c * QARecord.of(t).queries / max(1, len(ep.task.data.get("answers", []))) for t in ep.turns]
              for ep in live]
     add_step_bonus(live, bonus, "query_cost")
 
@@ -67,14 +70,14 @@ def query_cost_shaper(episodes: Sequence[Episode], step: int, *, cost: float = 0
 @SHAPERS.register("belief")
 def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: float = 0.1,
                   batch_size: int = 8) -> None:
-    """ΔBelief (CIA): λ·max(Δ log b, 0) per turn, beliefs in `task["secret"]` scored with the
+    """ΔBelief (CIA): λ·max(Δ log b, 0) per turn, beliefs in `task.data["secret"]` scored with the
     current policy (`turncredit.rewards.belief`). Aborted episodes are not shaped."""
     from turncredit.rewards.belief import belief_bonus, log_beliefs
 
     live = [ep for ep in episodes if not ep.aborted and ep.turns]
     beliefs = log_beliefs(policy.model, policy.tokenizer, policy.bridge, live, batch_size=batch_size)
     for ep, log_b in zip(live, beliefs):
-        ep.info["log_beliefs"] = log_b
+        ep.log_beliefs = log_b
     add_step_bonus(live, [belief_bonus(b, ep.success, lam) for ep, b in zip(live, beliefs)], "belief_reward")
 
 
@@ -125,3 +128,4 @@ def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 
 belief_shaper.needs_policy = True  # type: ignore[attr-defined]
 belief_shaper.requires_task = ("secret",)  # type: ignore[attr-defined]
 diversity_shaper.requires_task = ("answers",)  # type: ignore[attr-defined]
+query_cost_shaper.requires_task = ("answers",)  # type: ignore[attr-defined]

@@ -29,16 +29,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from turncredit.errors import CheckpointError
 from turncredit.policy.loading import temp_dir_beside
 from turncredit.train.distributed import full_tensor, is_sharded, shard_like
 
 STATE_FILE = "train_state.json"
 STEP_DIR = re.compile(r"^checkpoint_step(\d+)$")
 FINAL_DIR = "checkpoint"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, incomplete or does not match the model being resumed."""
 
 
 def step_dir_name(step: int) -> str:

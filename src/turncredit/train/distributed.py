@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from turncredit.registry import Registry
-from turncredit.train.forward import ActionLogits, action_logprobs, core_model, idle_batch
+from turncredit.policy.scoring import ActionLogits, action_logprobs, core_model, idle_batch
 
 PARALLEL: Registry[type["DataParallel"]] = Registry("train.parallel")
 

@@ -7,12 +7,16 @@ value or a gradient, even if they hold garbage such as -inf log-probs.
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch import Tensor
 
 from turncredit.registry import Registry
+
+if TYPE_CHECKING:
+    from turncredit.config import TrainConfig
 
 # --- loss aggregation -------------------------------------------------------------------------
 
@@ -195,45 +199,74 @@ def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kind: str) -> Tensor:
     return fn(logprobs, ref_logprobs)
 
 
-# --- per-position distributions ---------------------------------------------------------------
+# --- the whole policy loss --------------------------------------------------------------------
 
 
-def entropy_from_logits(logits: Tensor) -> Tensor:
-    """Entropy of softmax(logits) over the last dim, shape logits.shape[:-1].
+@dataclass(frozen=True)
+class PPOLoss:
+    """The loss a PPO update minimises, every term of it in this one place:
 
-        H = −Σ_v p_v log p_v = logsumexp(z) − Σ_v p_v z_v      (p = softmax(z))
+        L      = L_clip + β · L_KL − α · H
+        L_clip = aggregate( w_t · ℓ_t )                ℓ_t from `ppo_clip_loss`, ratio = π/π_old:
+                 ℓ_t = −min( ratio·A,  clip(ratio, 1 − ε_low, 1 + ε_high)·A ),
+                 capped at c·|A| where A < 0                    (dual-clip, when c > 1)
+        L_KL   = aggregate( k(logp_t, logp_ref_t) )    k = k1 or k3 (`KL_PENALTIES`)
+        H      = aggregate( H_t )                      H_t = entropy of π(· | prefix) at token t
 
-    The logsumexp form never takes log of a probability (no log 0), and z is shifted by its
-    max first (H is shift-invariant) so large logits do not cancel catastrophically.
+    ε_low / ε_high = clip_low / clip_high (DAPO's clip-higher), c = dual_clip (0 = off),
+    β = kl_coef, α = entropy_coef; `aggregate` is `agg` ("token-mean", "seq-mean-token-mean",
+    "seq-mean-token-sum") over the action tokens, the same for all three terms. With
+    kl = "none" there is no KL term (and no reference policy is needed); the α·H term is left
+    out of the graph when α = 0, but H is always reported.
+
+    Gradients reach logp through the ratio and through k, and reach H when the caller built H
+    with a graph; π_old, A, the importance weights w and π_ref are constants.
     """
-    z = logits - logits.max(dim=-1, keepdim=True).values.detach()
-    p = torch.softmax(z, dim=-1)
-    return torch.logsumexp(z, dim=-1) - (p * z).sum(dim=-1)
 
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float = 0.0
+    kl: str = "none"
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    agg: str = "token-mean"
 
-def token_logprobs(logits: Tensor, target_ids: Tensor) -> Tensor:
-    """log softmax(logits)[target] per position, shape target_ids.shape.
+    @classmethod
+    def from_config(cls, train: TrainConfig) -> PPOLoss:
+        """The loss `train.*` configures (clip_low, clip_high, dual_clip, kl, kl_coef, entropy_coef, loss_agg)."""
+        return cls(clip_low=train.clip_low, clip_high=train.clip_high, dual_clip=train.dual_clip, kl=train.kl,
+                   kl_coef=train.kl_coef, entropy_coef=train.entropy_coef, agg=train.loss_agg)
 
-        log p(y) = z_y − logsumexp(z)
-
-    Computed without materialising the [.., V] log-softmax (which autograd would keep alive).
-    Half-precision logits are upcast to float32 one row at a time. Positions must already be
-    aligned: logits[..., t, :] scores target_ids[..., t].
-    """
-    if logits.shape[:-1] != target_ids.shape:
-        raise ValueError(
-            f"logits {list(logits.shape)} must be target_ids {list(target_ids.shape)} plus a "
-            "vocabulary dim"
+    def __call__(
+        self,
+        logprobs: Tensor,
+        old_logprobs: Tensor,
+        advantages: Tensor,
+        mask: Tensor,
+        entropy: Tensor,
+        ref_logprobs: Tensor | None = None,
+        is_weights: Tensor | None = None,
+    ) -> tuple[Tensor, dict[str, float]]:
+        """L for one batch [B, T] (`advantages` [B] or [B, T]), and its stats: those of
+        `ppo_clip_loss` plus loss = L, entropy = H and ref_kl = L_KL (0 without a KL term)."""
+        loss, stats = ppo_clip_loss(
+            logprobs, old_logprobs, advantages, mask, clip_low=self.clip_low, clip_high=self.clip_high,
+            agg=self.agg, is_weights=is_weights, dual_clip=self.dual_clip,
         )
-    target_ids = target_ids.long()
-    if logits.dtype in (torch.float32, torch.float64):
-        picked = logits.gather(-1, target_ids.unsqueeze(-1)).squeeze(-1)
-        return picked - torch.logsumexp(logits, dim=-1)
-    rows = []
-    for row_logits, row_ids in zip(logits, target_ids):
-        row_lp = torch.log_softmax(row_logits.float(), dim=-1)
-        rows.append(row_lp.gather(-1, row_ids.unsqueeze(-1)).squeeze(-1))
-    return torch.stack(rows)
+        mean_entropy = aggregate(entropy, mask, self.agg)
+        if self.entropy_coef:
+            loss = loss - self.entropy_coef * mean_entropy
+        ref_kl = 0.0
+        if self.kl != "none":
+            if ref_logprobs is None:
+                raise ValueError(f"a {self.kl!r} KL penalty needs ref_logprobs")
+            kl = aggregate(kl_penalty(logprobs, ref_logprobs, self.kl), mask, self.agg)
+            loss = loss + self.kl_coef * kl
+            ref_kl = kl.item()
+        return loss, {**stats, "loss": loss.item(), "entropy": mean_entropy.item(), "ref_kl": ref_kl}
+
+
+# --- per-position distributions ---------------------------------------------------------------
 
 
 def _check_same_2d(**tensors: Tensor) -> None:

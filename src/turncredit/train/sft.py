@@ -20,9 +20,8 @@ from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
 from turncredit.precision import choose_precision
-from turncredit.train.forward import (
-    TokenBatch, action_logprobs, autocast, enable_activation_checkpointing, model_device, pack,
-)
+from turncredit.policy.scoring import TokenBatch, action_logprobs, autocast, model_device, pack
+from turncredit.train.forward import enable_activation_checkpointing
 from turncredit.train.loss import aggregate
 from turncredit.train.optim import adamw
 

@@ -8,25 +8,22 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import os
 import random
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-import torch
 
 from turncredit.config import (
-    RESUMABLE_CHANGES, Config, ConfigError, TrainConfig, config_differences, env_from_config, load_config, save_config,
+    RESUMABLE_CHANGES, Config, ConfigError, config_differences, env_from_config, load_config, save_config,
 )
 from turncredit.credit import assign_advantages
 from turncredit.rewards import SHAPERS
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
-from turncredit.evaluate import label_rates
 from turncredit.loggers import make_loggers
 from turncredit.progress import Progress
 from turncredit.rollout import RolloutStats, SamplingParams, resolve_refill, run_episodes
@@ -36,69 +33,35 @@ from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
 )
-from turncredit.train.distributed import PARALLEL, full_tensor, resident_mib
-from turncredit.train.forward import (
-    action_logprobs, autocast, enable_activation_checkpointing, episodes_to_batch, idle_batch, model_device,
-)
-from turncredit.train.loss import aggregate, kl_penalty, ppo_clip_loss, truncated_is_weights
+from turncredit.train.distributed import PARALLEL, resident_mib
+from turncredit.policy.scoring import model_device
+from turncredit.train.forward import enable_activation_checkpointing
 from turncredit.train.optim import adamw
-from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr, warmup_steps
+from turncredit.train.schedule import warmup_steps
+from turncredit.train.update import PPOUpdate, UpdateStats
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class UpdateStats:
-    loss: float = 0.0
-    clip_fraction: float = 0.0
-    dual_clip_fraction: float = 0.0  # share of action tokens whose loss train.dual_clip capped
-    approx_kl: float = 0.0
-    ref_kl: float = 0.0
-    entropy: float = 0.0
-    grad_norm: float = 0.0
-    logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on action tokens
-    logprob_gap_max: float = 0.0  # the largest of those
-    tis_capped: float = 0.0  # share of action tokens whose importance weight hit train.tis_cap
-    tokens: int = 0  # action tokens trained on
-    sequence_tokens: int = 0  # all non-padding tokens forwarded (what TRL counts as num_tokens)
-    optimizer_steps: int = 0
-    skipped_updates: int = 0  # optimizer steps not taken because the loss or gradient was not finite
+class Played:
+    """A step's rollout: every rank's episodes in task order, their rewards already shaped."""
+
+    episodes: list[Episode]
+    stats: RolloutStats
+    env_counts: dict[str, int]  # the environment's counters' increase over the rollout, all ranks
+    seconds_rollout: float
+    seconds_shaping: float  # the slowest rank's
 
 
-def minibatch_schedule(n: int, t: TrainConfig, rng: random.Random) -> list[list[list[int]]]:
-    """Per epoch, the minibatches (lists of micro-batch indices) in the order they are applied:
-    each epoch reshuffles the previous epoch's order and deals it into `minibatches` groups."""
-    order, epochs = list(range(n)), []
-    for _ in range(t.ppo_epochs):
-        rng.shuffle(order)
-        epochs.append([order[i::t.minibatches] for i in range(t.minibatches)])
-    return epochs
+@dataclass
+class Learned:
+    """What a step learned from its episodes: those it trained on and the update's stats."""
 
-
-def needs_old_pass(schedule: list[list[list[int]]], n: int) -> list[int]:
-    """Micro-batches whose old log-probs need a separate no-grad forward before the first
-    optimizer step. The first minibatch of the first epoch is seen before the policy moves, so
-    its old log-probs are its gradient pass's own, detached (one epoch and one minibatch: none
-    at all); every later one must be scored by the policy that sampled."""
-    first = set(schedule[0][0]) if schedule and schedule[0] else set()
-    return [i for i in range(n) if i not in first]
-
-
-def micro_batches(episodes: list[Episode], t: TrainConfig) -> list[list[Episode]]:
-    """Length-sorted micro-batches (similar lengths share one: less padding; the loss is
-    order-free): `micro_batch_size` episodes each, or, with `micro_batch_tokens`, as many as fit
-    that many padded tokens (longest × count), at least one, so memory follows the tokens held,
-    not the number of episodes."""
-    by_len = sorted(episodes, key=lambda ep: len(ep.token_ids()), reverse=True)
-    if not t.micro_batch_tokens:
-        return [by_len[i:i + t.micro_batch_size] for i in range(0, len(by_len), t.micro_batch_size)]
-    chunks: list[list[Episode]] = []
-    for ep in by_len:  # descending: a chunk's first episode is its longest
-        if chunks and len(chunks[-1][0].token_ids()) * (len(chunks[-1]) + 1) <= t.micro_batch_tokens:
-            chunks[-1].append(ep)
-        else:
-            chunks.append([ep])
-    return chunks
+    trainable: list[Episode]  # every rank's, after the filter
+    update: UpdateStats
+    seconds_update: float  # the update and the sampler refresh
+    seconds_sampler_refresh: float
 
 
 def group_id(step: int, j: int) -> str:
@@ -117,7 +80,7 @@ def check_applicable(cfg: Config, env: Any) -> None:
                           f"environment {cfg.env.name!r} has none (its task fields: {', '.join(sorted(tasks[0].data))})")
 
 
-class Trainer:
+class Trainer(PPOUpdate):
     """Runs `train.steps` steps into `run_dir`; with `resume=True` it continues from the run's
     newest complete checkpoint exactly as if it had never stopped."""
 
@@ -143,19 +106,20 @@ class Trainer:
         self.env = env_from_config(cfg)
         check_applicable(cfg, self.env)
         self.model = self.session.model
-        t = cfg.train
+        train = cfg.train
         # the KL reference is the starting policy (cfg.model.name), also when resuming: LoRA
         # switches its adapter off, full fine-tuning keeps a frozen copy (made before sharding)
         frozen = None
-        if t.kl != "none" and not hasattr(self.model, "disable_adapter"):
+        if train.kl != "none" and not hasattr(self.model, "disable_adapter"):
             frozen = copy.deepcopy(self.model).eval().requires_grad_(False)
-        if t.activation_checkpointing:
+        if train.activation_checkpointing:
             enable_activation_checkpointing(self.model)
         self.scorer = self.dist.wrap(self.model)  # what the update runs forward through
         self.ref_scorer = self.dist.wrap(frozen) if frozen is not None else None
         self.params = [p for p in self.scorer.parameters() if p.requires_grad]
-        self.optimizer = adamw(self.params, lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay)
-        self.warmup_steps = warmup_steps(t.lr_warmup_steps, t.lr_warmup_ratio, t.steps * t.ppo_epochs * t.minibatches)
+        self.optimizer = adamw(self.params, lr=train.lr, betas=tuple(train.betas), weight_decay=train.weight_decay)
+        self.warmup_steps = warmup_steps(train.lr_warmup_steps, train.lr_warmup_ratio,
+                                         train.steps * train.ppo_epochs * train.minibatches)
         self.step_idx = 0
         if resume_from is not None:
             self.step_idx = load_checkpoint(resume_from, self.model, self.optimizer)
@@ -203,8 +167,11 @@ class Trainer:
     # ------------------------------------------------------------------ one step
 
     def sample_groups(self, step: int) -> tuple[list, list[str]]:
+        """The step's sampled tasks, each `group_size` times, and their group ids."""
         rng = random.Random(self.cfg.run.seed * 1_000_003 + step)
-        tasks = self.env.sample_tasks("train", self.cfg.rollout.tasks_per_step, rng)
+        return self._as_groups(step, self.env.sample_tasks("train", self.cfg.rollout.tasks_per_step, rng))
+
+    def _as_groups(self, step: int, tasks: list) -> tuple[list, list[str]]:
         g = self.cfg.rollout.group_size
         return [t for t in tasks for _ in range(g)], [group_id(step, j) for j in range(len(tasks)) for _ in range(g)]
 
@@ -212,15 +179,17 @@ class Trainer:
         """The step's episodes, all groups (each rank plays its own groups, then they are shared)."""
         return self._share(*self._play_own_groups(step))
 
-    def _play_own_groups(self, step: int) -> tuple[list[int], list[Episode], RolloutStats]:
+    def _play_own_groups(self, step: int, tasks: list | None = None, env: Any = None
+                         ) -> tuple[list[int], list[Episode], RolloutStats]:
         r = self.cfg.rollout
-        tasks, gids = self.sample_groups(step)
+        env = self.env if env is None else env
+        tasks, gids = self.sample_groups(step) if tasks is None else self._as_groups(step, tasks)
         my_groups = set(self.dist.my_groups(r.tasks_per_step))
         mine = [i for i in range(len(tasks)) if i // r.group_size in my_groups]
         stats = RolloutStats()
         with self.progress.phase(f"step {step}/{self.cfg.train.steps} rollout", len(mine), "episode") as bar:
             eps = run_episodes(
-                self.env, self.session.backend, self.session.bridge, [tasks[i] for i in mine], [gids[i] for i in mine],
+                env, self.session.backend, self.session.bridge, [tasks[i] for i in mine], [gids[i] for i in mine],
                 SamplingParams.of(r),
                 seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
                 on_finished=bar.update, refill=resolve_refill(r.continuous_batching, self.session.device),
@@ -234,57 +203,73 @@ class Trainer:
         shared = self.dist.gather((mine, eps, stats))
         by_index = {i: ep for idx, part, _ in shared for i, ep in zip(idx, part)}
         total = RolloutStats()
-        for _, _, st in shared:  # counts add up; seconds are the slowest rank's
-            for k, v in vars(st).items():
+        for _, _, rank_stats in shared:  # counts add up; seconds are the slowest rank's
+            for k, v in vars(rank_stats).items():
                 setattr(total, k, max(getattr(total, k), v) if k.startswith("seconds") else getattr(total, k) + v)
         return [by_index[i] for i in sorted(by_index)], total
 
     def train_step(self) -> dict[str, Any]:
+        """One step: play (roll out, shape rewards) → learn (credit, filter, update) → log → checkpoint."""
         step = self.step_idx + 1
+        played = self.play(step)
+        learned = self.learn(step, played.episodes)
+        self.step_idx = step
+
+        metrics = {**self._metrics(step, played.episodes, learned.trainable, played.stats, learned.update,
+                                   played.seconds_rollout, learned.seconds_update),
+                   **played.env_counts, "seconds_shaping": played.seconds_shaping,
+                   "seconds_sampler_refresh": learned.seconds_sampler_refresh}
+        # episodes, then the metrics line, then the checkpoint: a step is complete once its
+        # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
+        if self.dist.is_main:
+            self._write_step(step, played.episodes, metrics)
+        train = self.cfg.train
+        if train.save_every and step % train.save_every == 0 and step < train.steps:
+            self.save(step_dir_name(step))
+            if self.dist.is_main:
+                prune(self.run_dir, train.keep_last)
+        return metrics
+
+    def play(self, step: int, tasks: list | None = None, env: Any = None) -> Played:
+        """Roll out the step's groups (each rank its own, then shared) and shape their rewards.
+        `tasks` (one per group) and `env` replace the sampled tasks and `self.env`: `turncredit
+        bench` plays a fixed workload through this same path."""
         t0 = time.perf_counter()
-        counted = self.env.counters()
-        a = self.cfg.algo
-        shaper = SHAPERS.get(a.reward_shaper)
+        env = self.env if env is None else env
+        counted = env.counters()
+        algo = self.cfg.algo
+        shaper = SHAPERS.get(algo.reward_shaper)
         with self.dist.full_weights(self.scorer):  # generation and shaping read whole weights
-            mine, own, rstats = self._play_own_groups(step)
-            t_rollout = time.perf_counter() - t0
+            mine, own, rollout_stats = self._play_own_groups(step, tasks, env)
+            seconds_rollout = time.perf_counter() - t0
             # shapers are group-local and a group never spans ranks: each rank shapes its own
             t_shape = time.perf_counter()
             policy = {"policy": self.session} if getattr(shaper, "needs_policy", False) else {}
-            shaper(own, step, **policy, **a.shaper_options)
-            t_shape = self.dist.gather(time.perf_counter() - t_shape)
-        episodes, rstats = self._share(mine, own, rstats)
-        env_counts = {k: v - counted.get(k, 0) for k, v in self.env.counters().items()}
+            shaper(own, step, **policy, **algo.shaper_options)
+            seconds_shaping = self.dist.gather(time.perf_counter() - t_shape)
+        episodes, rollout_stats = self._share(mine, own, rollout_stats)
+        env_counts = {k: v - counted.get(k, 0) for k, v in env.counters().items()}
         env_counts = dict(zip(env_counts, (int(x) for x in self.dist.sum_floats(list(env_counts.values())))))
+        return Played(episodes, rollout_stats, env_counts, seconds_rollout, max(seconds_shaping))
 
-        assign_advantages(episodes, a.estimator, **a.estimator_options)
-        kept = variance_filter(episodes, a.keep_group_fraction)
+    def learn(self, step: int, episodes: list[Episode]) -> Learned:
+        """What a step does with its played episodes: credit → filter → PPO update (each rank on
+        its own groups) → refresh the sampler's weights."""
+        algo = self.cfg.algo
+        assign_advantages(episodes, algo.estimator, **algo.estimator_options)
+        kept = variance_filter(episodes, algo.keep_group_fraction)
         trainable = [ep for ep in kept if not ep.aborted and ep.turns]
         my_gids = {group_id(step, j) for j in self.dist.my_groups(self.cfg.rollout.tasks_per_step)}
         local = [ep for ep in trainable if ep.group_id in my_gids] if self.dist.enabled else trainable
 
-        t1 = time.perf_counter()
+        t0 = time.perf_counter()
         with self.progress.phase(f"step {step}/{self.cfg.train.steps} update", self._num_micro_steps(local), "micro-batch") as bar:
-            ustats = self.update(local, on_micro_batch=bar.update)
+            stats = self.update(local, on_micro_batch=bar.update)
         t_refresh = time.perf_counter()
-        if ustats.optimizer_steps:
+        if stats.optimizer_steps:
             self._refresh_sampler()
-        t_refresh = time.perf_counter() - t_refresh
-        t_update = time.perf_counter() - t1
-        self.step_idx = step
-
-        metrics = {**self._metrics(step, episodes, trainable, rstats, ustats, t_rollout, t_update), **env_counts,
-                   "seconds_shaping": max(t_shape), "seconds_sampler_refresh": t_refresh}
-        # episodes, then the metrics line, then the checkpoint: a step is complete once its
-        # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
-        if self.dist.is_main:
-            self._write_step(step, episodes, metrics)
-        t = self.cfg.train
-        if t.save_every and step % t.save_every == 0 and step < t.steps:
-            self.save(step_dir_name(step))
-            if self.dist.is_main:
-                prune(self.run_dir, t.keep_last)
-        return metrics
+        seconds_refresh = time.perf_counter() - t_refresh
+        return Learned(trainable, stats, seconds_update=time.perf_counter() - t0, seconds_sampler_refresh=seconds_refresh)
 
     def _refresh_sampler(self) -> None:
         """Copy new weights to what samples (gathering shards only when there is such a copy)."""
@@ -324,133 +309,6 @@ class Trainer:
         self.dist.barrier()
         return self.run_dir / name
 
-    # ------------------------------------------------------------------ PPO update
-
-    def _num_micro_steps(self, episodes: list[Episode]) -> int:
-        return self.cfg.train.ppo_epochs * len(micro_batches(episodes, self.cfg.train))
-
-    def update(self, episodes: list[Episode], on_micro_batch: Callable[[int], None] | None = None) -> UpdateStats:
-        st = UpdateStats()
-        if self.dist.sum_floats([len(episodes)])[0] == 0:
-            return st
-        t = self.cfg.train
-        temp = self.cfg.rollout.temperature
-        pad = self.session.pad_id
-        device = model_device(self.model)
-        batches = [episodes_to_batch(c, pad).to(device) for c in micro_batches(episodes, t)]
-
-        schedule = minibatch_schedule(len(batches), t, random.Random(self.cfg.run.seed * 7919 + self.step_idx))
-        # old log-probs come from the trainer's own forward pass, not the sampler
-        scored = needs_old_pass(schedule, len(batches))
-        idle = idle_batch(self.session.pad_id)
-        # a sharded forward is a collective: every rank runs as many as the busiest one
-        self.model.eval()
-        with torch.no_grad(), autocast(self.bf16):
-            olds: list[torch.Tensor | None] = [None] * len(batches)
-            for i in scored + [-1] * (self.dist.forward_passes(len(scored)) - len(scored)):
-                logp = action_logprobs(self.scorer, batches[i] if i >= 0 else idle, temp)[0]
-                if i >= 0:
-                    olds[i] = logp
-            refs = None
-            if t.kl != "none":
-                padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
-                refs = [self._ref_logprobs(b, temp) for b in padded][:len(batches)]
-        gap = gap_max = capped = 0.0
-        is_weights: dict[int, torch.Tensor | None] = {}  # per micro-batch, fixed across epochs
-        tis = self.session.samples_from_a_copy if t.tis == "auto" else bool(t.tis)
-
-        self.model.train()
-        sums: dict[str, float] = {"loss": 0.0, "clip": 0.0, "dual": 0.0, "akl": 0.0, "rkl": 0.0, "ent": 0.0,
-                                  "gn": 0.0}
-        for groups in schedule:
-            for group in groups:
-                sizes = [self._micro_size(batches[i]) for i in group]
-                total = self.dist.sum_floats([sum(sizes)])[0]  # the minibatch over all ranks
-                if total == 0:
-                    continue
-                weights = [s / total for s in sizes]
-                idle_passes = self.dist.forward_passes(len(group)) - len(group)
-                self.optimizer.zero_grad(set_to_none=True)
-                mb = dict.fromkeys(sums, 0.0)  # this minibatch's share, kept only if it is applied
-                for i, w in zip(group, weights):
-                    b = batches[i]
-                    with autocast(self.bf16):
-                        logp, ent = action_logprobs(self.scorer, b, temp, with_entropy=True,
-                                                    entropy_grad=bool(t.entropy_coef))
-                    if olds[i] is None:
-                        olds[i] = logp.detach()
-                    if i not in is_weights:  # the sampler's gap and weights, once per micro-batch
-                        w_is = truncated_is_weights(olds[i], b.sampler_logprobs, b.targets, t.tis_cap) if tis else None
-                        is_weights[i] = w_is
-                        diff = (olds[i] - b.sampler_logprobs).abs() * b.targets
-                        gap += diff.sum().item()
-                        gap_max = max(gap_max, diff.max().item())
-                        if w_is is not None:
-                            capped += ((w_is >= t.tis_cap) & b.targets.bool()).sum().item()
-                    loss, info = ppo_clip_loss(
-                        logp, olds[i], b.advantages, b.targets,
-                        clip_low=t.clip_low, clip_high=t.clip_high, agg=t.loss_agg, is_weights=is_weights[i],
-                        dual_clip=t.dual_clip,
-                    )
-                    ent_mean = aggregate(ent, b.targets, t.loss_agg)
-                    if t.entropy_coef:
-                        loss = loss - t.entropy_coef * ent_mean
-                    if refs is not None:
-                        kl = aggregate(kl_penalty(logp, refs[i], t.kl), b.targets, t.loss_agg)
-                        loss = loss + t.kl_coef * kl
-                        mb["rkl"] += w * kl.item()
-                    (loss * w).backward()
-                    if on_micro_batch is not None:
-                        on_micro_batch(1)
-                    # logged values are weighted like the loss, so they describe what was optimised
-                    mb["loss"] += w * loss.item()
-                    mb["clip"] += w * float(info["clip_fraction"])
-                    mb["dual"] += w * float(info["dual_clip_fraction"])
-                    mb["akl"] += w * float(info["approx_kl"])
-                    mb["ent"] += w * ent_mean.item()
-                for _ in range(idle_passes):
-                    with autocast(self.bf16):  # a zero-weight pass: this rank's part in the collectives
-                        logp, _ = action_logprobs(self.scorer, idle_batch(self.session.pad_id), temp)
-                    (logp.sum() * 0.0).backward()
-                self.dist.sum_gradients(self.params)  # the global minibatch's gradient on every rank
-                mb = dict(zip(mb, self.dist.sum_floats(list(mb.values()))))
-                gn = full_tensor(torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else math.inf))
-                if not (torch.isfinite(gn) and math.isfinite(mb["loss"])):
-                    # one bad minibatch (an overflow, a NaN advantage) must not poison the weights
-                    log.warning("step %d: skipped an optimizer step (loss %s, gradient norm %s)",
-                                self.step_idx + 1, mb["loss"], float(gn))
-                    self.optimizer.zero_grad(set_to_none=True)
-                    st.skipped_updates += 1
-                    continue
-                set_lr(self.optimizer, warmup_lr(t.lr, optimizer_steps_taken(self.optimizer), self.warmup_steps))
-                self.optimizer.step()
-                mb["gn"] = float(gn)
-                for k in sums:
-                    sums[k] += mb[k]
-                st.optimizer_steps += 1
-        n = max(1, st.optimizer_steps)
-        st.loss, st.clip_fraction, st.approx_kl = sums["loss"] / n, sums["clip"] / n, sums["akl"] / n
-        st.ref_kl, st.entropy, st.dual_clip_fraction = sums["rkl"] / n, sums["ent"] / n, sums["dual"] / n
-        st.grad_norm = sums["gn"] / max(1, st.optimizer_steps)
-        st.tokens = sum(b.num_tokens for b in batches)
-        st.logprob_gap = gap / max(1, st.tokens)
-        st.logprob_gap_max, st.tis_capped = gap_max, capped / max(1, st.tokens)
-        st.sequence_tokens = sum(int(b.attention_mask.sum()) for b in batches)
-        return st
-
-    def _ref_logprobs(self, batch, temperature: float) -> torch.Tensor:
-        if self.ref_scorer is not None:
-            return action_logprobs(self.ref_scorer, batch, temperature)[0]
-        with self.model.disable_adapter():
-            return action_logprobs(self.scorer, batch, temperature)[0]
-
-    def _micro_size(self, b) -> int:
-        """A micro-batch's weight in its minibatch's loss (tokens, or sequences), so the minibatch
-        loss is aggregated once over all its micro-batches, on all ranks."""
-        if self.cfg.train.loss_agg == "token-mean":
-            return b.num_tokens
-        return int((b.targets.sum(dim=1) > 0).sum())
-
     # ------------------------------------------------------------------ metrics
 
     def _metrics(self, step, episodes, trainable, rstats, ustats, t_rollout, t_update) -> dict[str, Any]:
@@ -466,7 +324,7 @@ class Trainer:
             "episodes_trained": len(trainable),
             "aborted": sum(ep.aborted for ep in episodes),
             "turns_mean": statistics.fmean(ep.num_turns for ep in episodes),
-            **label_rates(episodes),
+            **self.env.label_rates(episodes),
             **self.env.summarize(episodes),
             "entropy": ustats.entropy,
             "approx_kl": ustats.approx_kl,

@@ -9,21 +9,21 @@ before the question in the user message. A malformed action gets a format reply 
 `invalid_reward`, never a crash. One turn's searches, across all active episodes, go to the
 retriever in one call (`step_batch`).
 
-Per-turn `info` carries what the diversity reward and the metrics need: `queries` (how many
-were issued), `retrieved_gold` (canonical names of gold entities first or again seen in the
-passages) and, on the answer turn, precision / recall / f1 / exact_match.
+Each turn's label is Search, Answer or Invalid, and its `QARecord` carries what the diversity
+reward and the metrics need: `queries` (how many were issued), `retrieved_gold` (canonical
+names of gold entities first or again seen in the passages) and, on the answer turn, the
+answers with their precision / recall / f1 / exact_match.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from turncredit.envs.base import ENVS, EnvFailure, MultiTurnEnv, StepResult, Task
+from turncredit.envs.base import ENVS, EnvFailure, MultiTurnEnv, StepResult, Task, TurnRecord
 from turncredit.envs.templates import resolve_template
 from turncredit.envs.multi_answer_qa.data import SPLITS, Question, default_data_dir, load_questions
 from turncredit.envs.multi_answer_qa.matching import RECALL_AT, mentioned_entities, reference_score, set_score
@@ -77,9 +77,36 @@ class QAState:
     done: bool = False
 
 
+@dataclass
+class QARecord(TurnRecord):
+    """What the QA environment records per turn (`Turn.record`): the diversity reward and the
+    query cost read `queries` and `retrieved_gold`, `summarize` the answer turn's scores."""
+
+    queries: int = 0  # queries issued this turn
+    retrieved_gold: list[str] = field(default_factory=list)  # gold entities first or again seen in its passages
+    error: str = ""  # a format error: what was wrong
+    # the answer turn: the entities given and their scores (ours, and the SPADER reference's `reference_score`)
+    answers: list[str] = field(default_factory=list)
+    precision: float = 0.0
+    recall: float = 0.0
+    f1: float = 0.0
+    exact_match: float = 0.0
+    precision_ref: float = 0.0
+    f1_ref: float = 0.0
+    recall_at: dict[int, float] = field(default_factory=dict)  # the reference's recall@k, k in RECALL_AT
+    evidence_recall: float = 0.0  # share of the gold entities seen in any tool reply
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "QARecord":
+        rec = super().from_dict(d)
+        rec.recall_at = {int(k): float(v) for k, v in rec.recall_at.items()}  # JSON keys are strings
+        return rec
+
+
 @ENVS.register("multi_answer_qa")
 class MultiAnswerQAEnv(MultiTurnEnv):
     Options = MultiAnswerQAOptions
+    LABEL_RATES = {"invalid_rate": "Invalid"}  # format errors; the QA env has no Repeated label
 
     def __init__(self, options: MultiAnswerQAOptions | None = None, retriever: Any = None) -> None:
         super().__init__(options if options is not None else MultiAnswerQAOptions())
@@ -182,10 +209,10 @@ class MultiAnswerQAEnv(MultiTurnEnv):
         last = state.turns >= o.max_turns
         gold = state.question.answers
         if act.kind == "invalid":
-            info = {"label": "Invalid", "error": act.error, "queries": 0, "retrieved_gold": []}
             done = o.end_on_invalid or last
             reward = o.invalid_reward + (o.no_answer_reward if last and not o.end_on_invalid else 0.0)
-            return StepResult(f"Format error: {act.error}.", reward, done, info=info)
+            return StepResult(f"Format error: {act.error}.", reward, done, label="Invalid",
+                              record=QARecord(error=act.error))
         if act.kind == "search":
             shown, cut = self._fit_reply(act.items, hits)
             blocks, found = [], []
@@ -195,17 +222,16 @@ class MultiAnswerQAEnv(MultiTurnEnv):
                     found += mentioned_entities(f"{p.title} {self._passage_text(p)}", gold)
             retrieved = list(dict.fromkeys(found))
             state.seen_gold.update(retrieved)
-            info = {"label": "Search", "queries": len(act.items), "retrieved_gold": retrieved}
             note = f"\n(Results truncated at {o.max_reply_chars} characters.)" if cut else ""
             reply = "<tool_response>\n" + "\n\n".join(blocks) + note + "\n</tool_response>"
-            return StepResult(reply, o.no_answer_reward if last else 0.0, last, info=info)
+            return StepResult(reply, o.no_answer_reward if last else 0.0, last, label="Search",
+                              record=QARecord(queries=len(act.items), retrieved_gold=retrieved))
         score, ref = set_score(act.items, gold), reference_score(act.items, gold)
-        info = {"label": "Answer", "queries": 0, "retrieved_gold": [], "answers": act.items,
-                "precision": score.precision, "recall": score.recall, "f1": score.f1,
-                "exact_match": score.exact_match, "precision_ref": ref.precision, "f1_ref": ref.f1,
-                **{f"recall@{k}": r for k, r in ref.recall_at.items()},
-                "evidence_recall": len(state.seen_gold) / max(1, len(gold))}
-        return StepResult("Answer recorded.", score.f1, True, success=score.exact_match == 1.0, info=info)
+        record = QARecord(answers=act.items, precision=score.precision, recall=score.recall, f1=score.f1,
+                          exact_match=score.exact_match, precision_ref=ref.precision, f1_ref=ref.f1,
+                          recall_at=dict(ref.recall_at), evidence_recall=len(state.seen_gold) / max(1, len(gold)))
+        return StepResult("Answer recorded.", score.f1, True, success=score.exact_match == 1.0, label="Answer",
+                          record=record)
 
     def _passage_text(self, p: Passage) -> str:
         cap = self.options.max_passage_chars
@@ -244,35 +270,32 @@ class MultiAnswerQAEnv(MultiTurnEnv):
         (gold entities seen in tool replies), tool calls and queries per episode, format errors."""
         if not episodes:
             return {}
-        final = [_answer_info(ep) for ep in episodes]
+        answered = [_answer_record(ep) for ep in episodes]
+        final = [f or QARecord() for f in answered]  # no answer scores 0
+        records = [[QARecord.of(t) for t in ep.turns] for ep in episodes]
         turns = [t for ep in episodes for t in ep.turns]
-        gold_n = [max(1, len(ep.task.get("answers", []))) for ep in episodes]
-        seen = [len({e for t in ep.turns for e in t.info.get("retrieved_gold", [])}) / g for ep, g in zip(episodes, gold_n)]
+        gold_n = [max(1, len(ep.task.data.get("answers", []))) for ep in episodes]
+        seen = [len({e for r in recs for e in r.retrieved_gold}) / g for recs, g in zip(records, gold_n)]
         mean = statistics.fmean
         return {
-            "f1": mean(f.get("f1", 0.0) for f in final),
-            "precision": mean(f.get("precision", 0.0) for f in final),
-            "recall": mean(f.get("recall", 0.0) for f in final),
-            "exact_match": mean(f.get("exact_match", 0.0) for f in final),
-            "precision_ref": mean(f.get("precision_ref", 0.0) for f in final),
-            "f1_ref": mean(f.get("f1_ref", 0.0) for f in final),
-            **{f"recall@{k}": mean(f.get(f"recall@{k}", 0.0) for f in final) for k in RECALL_AT},
-            "answered": mean(float("f1" in f) for f in final),
+            "f1": mean(f.f1 for f in final),
+            "precision": mean(f.precision for f in final),
+            "recall": mean(f.recall for f in final),
+            "exact_match": mean(f.exact_match for f in final),
+            "precision_ref": mean(f.precision_ref for f in final),
+            "f1_ref": mean(f.f1_ref for f in final),
+            **{f"recall@{k}": mean(f.recall_at.get(k, 0.0) for f in final) for k in RECALL_AT},
+            "answered": mean(float(f is not None) for f in answered),
             "evidence_recall": mean(seen),
-            "tool_calls": mean(sum(t.info.get("label") == "Search" for t in ep.turns) for ep in episodes),
-            "queries": mean(sum(t.info.get("queries", 0) for t in ep.turns) for ep in episodes),
-            "format_error_rate": (sum(t.info.get("label") == "Invalid" for t in turns) / len(turns)) if turns else 0.0,
+            "tool_calls": mean(sum(t.label == "Search" for t in ep.turns) for ep in episodes),
+            "queries": mean(sum(r.queries for r in recs) for recs in records),
+            "format_error_rate": (sum(t.label == "Invalid" for t in turns) / len(turns)) if turns else 0.0,
         }
 
 
-def _answer_info(ep: Any) -> dict[str, Any]:
+def _answer_record(ep: Any) -> QARecord | None:
+    """The record of the episode's answer turn (its last), None when it never answered."""
     for t in reversed(ep.turns):
-        if t.info.get("label") == "Answer":
-            return t.info
-    return {}
-
-
-def write_questions(path: str | Path, questions: Sequence[Question]) -> None:
-    with Path(path).open("w", encoding="utf-8") as f:
-        for q in questions:
-            f.write(json.dumps({"id": q.qid, **q.to_task_data()}, ensure_ascii=False) + "\n")
+        if t.label == "Answer":
+            return QARecord.of(t)
+    return None

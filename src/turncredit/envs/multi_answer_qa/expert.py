@@ -41,7 +41,7 @@ class GoldSearcher:
                     f"<think>Still missing some; searching for {len(queries)} more.</think>")
             text += "<tool_call>" + json.dumps(queries[:cap]) + "</tool_call>"
             res = env.step(state, text)
-            turns.append(_turn(text, res))
+            turns.append(res.to_turn(text))
             missing = [g for g in gold if g not in state.seen_gold]
             queries = [f"{g} {key}".strip() for g in missing][:cap]
             if not queries or res.done:
@@ -50,11 +50,6 @@ class GoldSearcher:
             found = [g for g in gold if g in state.seen_gold]
             text = f"<think>I found {len(found)}.</think><answer>" + json.dumps(found) + "</answer>"
             res = env.step(state, text)
-            turns.append(_turn(text, res))
-        return Episode(task=task.to_dict(), group_id=group_id or task.task_id, messages=messages, turns=turns,
+            turns.append(res.to_turn(text))
+        return Episode(task=task, group_id=group_id or task.task_id, messages=messages, turns=turns,
                        outcome=1.0 if res.success else 0.0, success=res.success)
-
-
-def _turn(text: str, res) -> Turn:
-    return Turn(prompt_ids=[], action_ids=[], sampler_logprobs=[], action_text=text,
-                observation=res.reply, reward=res.reward, info=dict(res.info))

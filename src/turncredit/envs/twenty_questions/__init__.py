@@ -6,7 +6,7 @@ from turncredit.envs.twenty_questions.env import (
     TwentyQuestionsOptions,
     TwentyQuestionsState,
 )
-from turncredit.envs.twenty_questions.expert import ExpertQuestioner, write_demonstrations
+from turncredit.envs.twenty_questions.expert import ExpertQuestioner
 from turncredit.envs.twenty_questions.llm_judge import LLMJudgeOracle
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, WordNetOracle
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
@@ -27,5 +27,4 @@ __all__ = [
     "default_words_path",
     "load_words",
     "load_wordnet",
-    "write_demonstrations",
 ]

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from turncredit.envs.base import ENVS, MultiTurnEnv, StepResult, Task
 from turncredit.envs.templates import resolve_template
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question
+from turncredit.envs.twenty_questions.record import TwentyQuestionsRecord
 from turncredit.faults import CallFailed, FaultInjector, FaultOptions, call_with_retries
 from turncredit.envs.twenty_questions.mentions import mentions, plural_forms  # noqa: F401 (re-exported)
 from turncredit.envs.twenty_questions.words import (
@@ -109,6 +110,7 @@ class TwentyQuestionsEnv(MultiTurnEnv):
     """The questioner guesses a secret concrete noun in up to `max_turns` yes/no questions."""
 
     Options = TwentyQuestionsOptions
+    LABEL_RATES = {"repeated_rate": "Repeated", "invalid_rate": "Invalid"}
 
     def __init__(self, options: TwentyQuestionsOptions | None = None) -> None:
         super().__init__(options if options is not None else TwentyQuestionsOptions())
@@ -243,9 +245,8 @@ class TwentyQuestionsEnv(MultiTurnEnv):
         reward = {"Invalid": o.invalid_reward, "Repeated": o.repeated_reward}.get(label, 0.0)
         won = label == "Finished"
         done = won or state.turns >= o.max_turns or (o.end_on_invalid and label == "Invalid")
-        info: dict[str, Any] = {"label": label, "category": key}
         gain = self._belief_gain(state, action_text if isinstance(action_text, str) else "", label)
-        answer = None
+        answer, outcome_reward = None, None
         if done:
             outcome = o.win_reward if won else 0.0
             if not won:
@@ -254,13 +255,13 @@ class TwentyQuestionsEnv(MultiTurnEnv):
             if state.turns > 1:
                 outcome -= o.length_penalty * state.turns
             reward += outcome
-            info["outcome_reward"] = outcome  # the end-of-game part (turn_grpo can spread it over turns)
+            outcome_reward = outcome  # the end-of-game part (turn_grpo can spread it over turns)
         else:  # the next question's prompt: the answer, and whatever the protocol repeats after it
             reply = self.followup_text.format(reply=reply, label=label.lower(), turn=state.turns,
                                               max_turns=o.max_turns, turns_left=o.max_turns - state.turns)
         state.done, state.success = done, won
-        return StepResult(reply=reply, reward=reward, done=done, success=won, info=info, answer=answer,
-                          belief_gain=gain)
+        return StepResult(reply=reply, reward=reward, done=done, success=won, answer=answer, belief_gain=gain,
+                          label=label, outcome_reward=outcome_reward, record=TwentyQuestionsRecord(category=key))
 
     def _belief_gain(self, state: TwentyQuestionsState, question: str, label: str) -> float | None:
         """log(|C_before| / |C_after|) over the listed words C consistent with every answer so far.

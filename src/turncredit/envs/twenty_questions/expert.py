@@ -13,14 +13,14 @@ import random
 import re
 from collections import Counter
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from turncredit.envs.base import Task
 from turncredit.envs.twenty_questions.oracle import WordNetOracle
+from turncredit.envs.twenty_questions.record import TwentyQuestionsRecord
 from turncredit.envs.twenty_questions.wordnet import load_wordnet
 from turncredit.envs.twenty_questions.words import SecretWord
-from turncredit.episode import Episode, Turn, write_episodes
+from turncredit.episode import Episode, Turn
 
 
 class Game(Protocol):
@@ -187,25 +187,13 @@ class ExpertQuestioner:
         while result is None or not result.done:
             question = self.next_question(candidates, asked, env.max_turns - state.turns, rng)
             result = env.step(state, question)
-            turns.append(
-                Turn(
-                    prompt_ids=[],
-                    action_ids=[],
-                    sampler_logprobs=[],
-                    action_text=question,
-                    observation=result.reply,
-                    reward=result.reward,
-                    info=dict(result.info),
-                    answer=result.answer,
-                    belief_gain=result.belief_gain,
-                )
-            )
-            label, key = result.info.get("label", ""), result.info.get("category")
+            turns.append(result.to_turn(question))
+            key = TwentyQuestionsRecord.of(turns[-1]).category
             if key:
                 asked.add(key)
-            candidates = self.update(candidates, question, label)
+            candidates = self.update(candidates, question, result.label)
         return Episode(
-            task=task.to_dict(),
+            task=task,
             group_id=group_id or task.task_id,
             messages=messages,
             turns=turns,
@@ -238,8 +226,3 @@ def _familiarity(key: str) -> int:
     """Tagged-corpus frequency of the key's noun senses (WordNet's cntlist)."""
     wn = load_wordnet()
     return sum(lem.count() for lem in wn.lemmas(key, "n") if lem.name().lower() == key)
-
-
-def write_demonstrations(path: str | Path, episodes: Iterable[Episode]) -> None:
-    """Expert games as episodes JSONL (turncredit.episode format), e.g. for SFT."""
-    write_episodes(path, episodes)

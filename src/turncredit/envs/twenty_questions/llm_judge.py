@@ -22,7 +22,7 @@ import re
 import threading
 from typing import Any, Sequence
 
-from turncredit.envs.base import EnvFailure
+from turncredit.errors import EnvFailure
 from turncredit.envs.templates import placeholders, resolve_template
 from turncredit.envs.twenty_questions.mentions import mentions
 from turncredit.envs.twenty_questions.oracle import ORACLES, Oracle, OracleAnswer, normalise_question

@@ -264,51 +264,13 @@ def cmd_oracle_check(cfg, args) -> int:
 
 
 def cmd_play(cfg, args) -> int:
-    import random
-
-    from turncredit.config import ConfigError, env_from_config
     from turncredit.episode import write_episodes
-    from turncredit.play import STOPPED, Console, PersonOracle, pick_tasks, play_agent, play_person, summary
-    from turncredit.rollout import SamplingParams
+    from turncredit.play import Console, play_games
 
-    answerer = args.answerer or ("oracle" if args.asker == "person" else "person")
-    if args.asker == "person" and answerer == "person":
-        raise ConfigError("--answerer: a person asking is answered by the oracle; use --answerer oracle")
-    if args.games < 1:
-        raise ValueError(f"--games must be ≥ 1, got {args.games}")
-    env = env_from_config(cfg)
     console = Console(sys.stdin, sys.stdout)
-    if answerer == "person":
-        if not hasattr(env, "oracle"):
-            raise ConfigError(f"--answerer person: environment {cfg.env.name!r} has no oracle seat; use --answerer oracle")
-        env.oracle = PersonOracle(console)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    tasks = pick_tasks(env, args.secret, args.split or cfg.eval.split, args.games, random.Random(seed))
-    session = None
-    if args.asker == "agent":
-        from turncredit.policy.session import PolicySession
-
-        session = PolicySession.from_config(cfg, args.model)
-        params = SamplingParams.of(cfg.eval, greedy=args.greedy)
-    console.say(f"seed {seed}; {args.asker} asks, {answerer} answers; type q to stop")
-    episodes = []
-    for g, task in enumerate(tasks, 1):
-        console.say(f"\n-- game {g} of {len(tasks)}")
-        if args.asker == "person":
-            ep = play_person(env, task, seed + g, console)
-        else:
-            if answerer == "person":
-                console.say(f"your secret word: {task.task_id!r} (answer the agent's questions about it)")
-            else:
-                console.say(f"the secret: {task.task_id!r}")
-            ep = play_agent(env, session, task, params, seed + g, console, args.delay)
-        episodes.append(ep)
-        console.say(summary(ep, "you" if args.asker == "person" else "the agent", env))
-        if ep.abort_reason == STOPPED:
-            break
-    if len(episodes) > 1:
-        won = sum(ep.success for ep in episodes)
-        console.say(f"\n== {won} of {len(episodes)} games won")
+    episodes = play_games(cfg, console, asker=args.asker, answerer=args.answerer, games=args.games,
+                          secret=args.secret, split=args.split, seed=args.seed, model=args.model,
+                          greedy=args.greedy, delay=args.delay)
     if args.out:
         write_episodes(args.out, episodes)
         console.say(f"games written to {args.out}")

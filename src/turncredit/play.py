@@ -175,3 +175,49 @@ def pick_tasks(env: MultiTurnEnv, task_id: str | None, split: str, games: int, r
     if task_id:
         return [env.find_task(task_id)] * games
     return env.sample_tasks(split, games, rng)
+
+
+def play_games(cfg: Any, console: Console, *, asker: str = "agent", answerer: str | None = None, games: int = 1,
+               secret: str | None = None, split: str | None = None, seed: int | None = None,
+               model: str | None = None, greedy: bool = False, delay: float = 0.0) -> list[Episode]:
+    """`turncredit play`: `games` games with the given seats, each narrated and summed up; stops
+    early when the person quits. The answerer defaults to the seat the asker leaves free."""
+    from turncredit.config import ConfigError, env_from_config
+
+    answerer = answerer or ("oracle" if asker == "person" else "person")
+    if asker == "person" and answerer == "person":
+        raise ConfigError("--answerer: a person asking is answered by the oracle; use --answerer oracle")
+    if games < 1:
+        raise ValueError(f"--games must be ≥ 1, got {games}")
+    env = env_from_config(cfg)
+    if answerer == "person":
+        if not hasattr(env, "oracle"):
+            raise ConfigError(f"--answerer person: environment {cfg.env.name!r} has no oracle seat; use --answerer oracle")
+        env.oracle = PersonOracle(console)
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    tasks = pick_tasks(env, secret, split or cfg.eval.split, games, random.Random(seed))
+    if asker == "agent":
+        from turncredit.policy.session import PolicySession
+
+        session = PolicySession.from_config(cfg, model)
+        params = SamplingParams.of(cfg.eval, greedy=greedy)
+    console.say(f"seed {seed}; {asker} asks, {answerer} answers; type q to stop")
+    episodes = []
+    for g, task in enumerate(tasks, 1):
+        console.say(f"\n-- game {g} of {len(tasks)}")
+        if asker == "person":
+            ep = play_person(env, task, seed + g, console)
+        else:
+            if answerer == "person":
+                console.say(f"your secret word: {task.task_id!r} (answer the agent's questions about it)")
+            else:
+                console.say(f"the secret: {task.task_id!r}")
+            ep = play_agent(env, session, task, params, seed + g, console, delay)
+        episodes.append(ep)
+        console.say(summary(ep, "you" if asker == "person" else "the agent", env))
+        if ep.abort_reason == STOPPED:
+            break
+    if len(episodes) > 1:
+        won = sum(ep.success for ep in episodes)
+        console.say(f"\n== {won} of {len(episodes)} games won")
+    return episodes

@@ -4,6 +4,6 @@
 """
 
 from turncredit.rewards.diversity import diversity_rewards, query_cost
-from turncredit.rewards.shapers import SHAPERS, diversity_shaper
+from turncredit.rewards.shapers import SHAPERS, ShaperNeeds, diversity_shaper, shaper, shaper_needs
 
-__all__ = ["SHAPERS", "diversity_rewards", "diversity_shaper", "query_cost"]
+__all__ = ["SHAPERS", "ShaperNeeds", "diversity_rewards", "diversity_shaper", "query_cost", "shaper", "shaper_needs"]

@@ -7,6 +7,7 @@ and each turn's bonus goes in `Turn.info` under the shaper's key for people read
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from turncredit.envs.multi_answer_qa.env import QARecord
@@ -18,7 +19,31 @@ Shaper = Callable[..., None]
 SHAPERS: Registry[Shaper] = Registry("reward shaper")
 
 
-@SHAPERS.register("none")
+@dataclass(frozen=True)
+class ShaperNeeds:
+    """What a shaper needs beyond a step's episodes, declared where it is registered."""
+
+    policy: bool = False  # called with `policy=` (the trainer's policy session): it scores with the model
+    task_fields: tuple[str, ...] = ()  # fields every task must carry (checked against the env before a run)
+
+
+_NEEDS: dict[str, ShaperNeeds] = {}
+
+
+def shaper(name: str, needs: ShaperNeeds = ShaperNeeds()) -> Callable[[Shaper], Shaper]:
+    """Register a shaper under `name` with what it needs."""
+    def register(fn: Shaper) -> Shaper:
+        _NEEDS[name] = needs
+        return SHAPERS.register(name)(fn)
+    return register
+
+
+def shaper_needs(name: str) -> ShaperNeeds:
+    SHAPERS.get(name)  # an unknown name: the registry's error listing the known ones
+    return _NEEDS[name]
+
+
+@shaper("none")
 def no_shaping(episodes: Sequence[Episode], step: int) -> None:
     """Train on the environment's rewards as they are."""
 
@@ -33,7 +58,7 @@ def add_step_bonus(episodes: Sequence[Episode], bonus: Sequence[Sequence[float]]
             turn.reward = base + float(x)
 
 
-@SHAPERS.register("diversity")
+@shaper("diversity", ShaperNeeds(task_fields=("answers",)))
 def diversity_shaper(
     episodes: Sequence[Episode], step: int, *, alpha: float = 1.0, beta: float = 4.0, lam: float = 1.0,
     cost: float = 0.01, cost_warmup: int = 100, cost_ramp: int = 100,
@@ -54,7 +79,7 @@ def diversity_shaper(
     add_step_bonus(live, bonus, "exploration_reward")
 
 
-@SHAPERS.register("query_cost")
+@shaper("query_cost", ShaperNeeds(task_fields=("answers",)))
 def query_cost_shaper(episodes: Sequence[Episode], step: int, *, cost: float = 0.01, cost_warmup: int = 100,
                       cost_ramp: int = 100) -> None:
     """SPADER's GRPO baseline: reward = F1 − c·Q/|GT| for an episode of Q queries in all, with
@@ -67,7 +92,7 @@ def query_cost_shaper(episodes: Sequence[Episode], step: int, *, cost: float = 0
     add_step_bonus(live, bonus, "query_cost")
 
 
-@SHAPERS.register("belief")
+@shaper("belief", ShaperNeeds(policy=True, task_fields=("secret",)))
 def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: float = 0.1,
                   batch_size: int = 8) -> None:
     """ΔBelief (CIA): λ·max(Δ log b, 0) per turn, beliefs in `task.data["secret"]` scored with the
@@ -81,7 +106,7 @@ def belief_shaper(episodes: Sequence[Episode], step: int, *, policy: Any, lam: f
     add_step_bonus(live, [belief_bonus(b, ep.success, lam) for ep, b in zip(live, beliefs)], "belief_reward")
 
 
-@SHAPERS.register("exact_belief")
+@shaper("exact_belief")
 def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 1.0, idle_cost: float = 0.0,
                         idle_cost_on: str = "reward") -> None:
     """ΔBelief with the environment's exact posterior instead of the policy's estimate:
@@ -122,10 +147,3 @@ def exact_belief_shaper(episodes: Sequence[Episode], step: int, *, lam: float = 
         for turn, i in zip(ep.turns, idle):
             turn.advantage_penalty = on_advantage * i
     add_step_bonus(live, bonus, "belief_reward")
-
-
-# what a shaper needs beyond the episodes: the policy (passed as `policy=`) and task fields
-belief_shaper.needs_policy = True  # type: ignore[attr-defined]
-belief_shaper.requires_task = ("secret",)  # type: ignore[attr-defined]
-diversity_shaper.requires_task = ("answers",)  # type: ignore[attr-defined]
-query_cost_shaper.requires_task = ("answers",)  # type: ignore[attr-defined]

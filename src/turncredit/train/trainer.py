@@ -21,7 +21,7 @@ from turncredit.config import (
     RESUMABLE_CHANGES, Config, ConfigError, config_differences, env_from_config, load_config, save_config,
 )
 from turncredit.credit import assign_advantages
-from turncredit.rewards import SHAPERS
+from turncredit.rewards import SHAPERS, shaper_needs
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
 from turncredit.loggers import make_loggers
@@ -72,7 +72,7 @@ def group_id(step: int, j: int) -> str:
 def check_applicable(cfg: Config, env: Any) -> None:
     """A reward shaper that needs task fields this environment lacks is a config error now,
     not a crash (or silent zeros) after the first rollout."""
-    need = getattr(SHAPERS.get(cfg.algo.reward_shaper), "requires_task", ())
+    need = shaper_needs(cfg.algo.reward_shaper).task_fields
     tasks = env.tasks("train") if need else []
     missing = [f for f in need if tasks and f not in tasks[0].data]
     if missing:
@@ -244,7 +244,7 @@ class Trainer(PPOUpdate):
             seconds_rollout = time.perf_counter() - t0
             # shapers are group-local and a group never spans ranks: each rank shapes its own
             t_shape = time.perf_counter()
-            policy = {"policy": self.session} if getattr(shaper, "needs_policy", False) else {}
+            policy = {"policy": self.session} if shaper_needs(algo.reward_shaper).policy else {}
             shaper(own, step, **policy, **algo.shaper_options)
             seconds_shaping = self.dist.gather(time.perf_counter() - t_shape)
         episodes, rollout_stats = self._share(mine, own, rollout_stats)

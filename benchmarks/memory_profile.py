@@ -66,7 +66,7 @@ def main() -> None:
         with rss.phase("load"):
             trainer = Trainer(cfg, run_dir)
         with rss.phase("rollout", episodes=cfg.rollout.tasks_per_step * cfg.rollout.group_size) as info:
-            episodes, _ = trainer.rollout(1)
+            episodes = trainer.play(1).episodes
             lengths = sorted(len(ep.token_ids()) for ep in episodes)
             info.update(tokens=sum(lengths), longest=lengths[-1], median=lengths[len(lengths) // 2])
         from turncredit.credit import assign_advantages

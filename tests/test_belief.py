@@ -83,11 +83,9 @@ def test_the_cia_recipe_shapes_rewards_with_beliefs_in_training(tmp_path, smol_t
     cfg = load_config("configs/20q-cia.yaml", [
         "env.options.max_turns=2", "env.options.num_candidates=4", "rollout.tasks_per_step=2",
         "rollout.group_size=2", "rollout.max_new_tokens=4", "train.steps=1", "run.threads=0"])
+    assert cfg.algo.shaper_options["lam"] == 0.1  # the recipe's λ, checked below
     trainer = Trainer(cfg, tmp_path / "cia", session=PolicySession.from_model(tiny_policy, smol_tokenizer))
-    episodes, _ = trainer.rollout(1)
-    from turncredit.rewards import SHAPERS
-
-    SHAPERS.get("belief")(episodes, 1, policy=trainer.session, lam=0.1)
+    episodes = trainer.play(1).episodes  # the trainer's own path: rollout, then the recipe's shaper
     for ep in episodes:
         log_b = ep.log_beliefs
         assert len(log_b) == ep.num_turns + 1

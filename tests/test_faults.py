@@ -92,7 +92,7 @@ def test_a_non_finite_loss_skips_the_update_and_is_logged(tmp_path, smol_tokeniz
                              "train.steps=1", "train.minibatches=2", "train.micro_batch_size=1"])
     model = tiny_model(smol_tokenizer, seed=0)
     trainer = Trainer(cfg, tmp_path / "run", session=scripted_session(model, smol_tokenizer, ["Is it an animal?"]))
-    episodes, _ = trainer.rollout(1)
+    episodes = trainer.play(1).episodes
     for ep in episodes:
         for t in ep.turns:
             t.advantage = 1.0

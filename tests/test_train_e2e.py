@@ -60,7 +60,7 @@ def test_same_seed_same_episodes(tmp_path, tiny_policy, smol_tokenizer):
     for name in ("a", "b"):
         state = {k: v.clone() for k, v in tiny_policy.state_dict().items()}
         trainer = Trainer(cfg, tmp_path / name, session=PolicySession.from_model(tiny_policy, smol_tokenizer))
-        eps, _ = trainer.rollout(1)
+        eps = trainer.play(1).episodes
         runs.append([ep.token_ids() for ep in eps])
         tiny_policy.load_state_dict(state)
     assert runs[0] == runs[1]

@@ -36,7 +36,7 @@ def test_old_log_probs_of_the_first_minibatch_come_from_its_gradient_pass(
         tmp_path, tiny_policy, smol_tokenizer, monkeypatch, minibatches, passes):
     cfg = load_config(None, CFG)
     session = PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer)
-    episodes, _ = Trainer(cfg, tmp_path / "roll", session=session).rollout(1)
+    episodes = Trainer(cfg, tmp_path / "roll", session=session).play(1).episodes
     assign_advantages(episodes, "grpo")
     for i, ep in enumerate(episodes):  # make sure every advantage is non-zero
         for t in ep.turns:
@@ -79,7 +79,7 @@ def test_every_minibatch_after_the_first_is_scored_before_the_policy_moves():
 def _rollout(tiny_policy, smol_tokenizer, tmp_path):
     cfg = load_config(None, CFG)
     session = PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer)
-    episodes, _ = Trainer(cfg, tmp_path / "roll", session=session).rollout(1)
+    episodes = Trainer(cfg, tmp_path / "roll", session=session).play(1).episodes
     for i, ep in enumerate(episodes):
         for t in ep.turns:
             t.advantage = 1.0 if i % 2 else -1.0

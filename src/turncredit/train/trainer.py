@@ -175,10 +175,6 @@ class Trainer(PPOUpdate):
         g = self.cfg.rollout.group_size
         return [t for t in tasks for _ in range(g)], [group_id(step, j) for j in range(len(tasks)) for _ in range(g)]
 
-    def rollout(self, step: int) -> tuple[list[Episode], RolloutStats]:
-        """The step's episodes, all groups (each rank plays its own groups, then they are shared)."""
-        return self._share(*self._play_own_groups(step))
-
     def _play_own_groups(self, step: int, tasks: list | None = None, env: Any = None
                          ) -> tuple[list[int], list[Episode], RolloutStats]:
         r = self.cfg.rollout

@@ -69,11 +69,12 @@ def diversity_shaper(
     Aborted episodes are left out of the group counts N(e) and are not shaped."""
     live = [ep for ep in episodes if not ep.aborted]
     c = query_cost(step - 1, cost, cost_warmup, cost_ramp)
+    records = [[QARecord.of(t) for t in ep.turns] for ep in live]
     bonus = diversity_rewards(
         group_ids=[ep.group_id for ep in live],
         gold=[[a["name"] for a in ep.task.data.get("answers", [])] for ep in live],
-        retrieved=[[QARecord.of(t).retrieved_gold for t in ep.turns] for ep in live],
-        queries=[[QARecord.of(t).queries for t in ep.turns] for ep in live],
+        retrieved=[[r.retrieved_gold for r in recs] for recs in records],
+        queries=[[r.queries for r in recs] for recs in records],
         alpha=alpha, beta=beta, lam=lam, cost=c,
     )
     add_step_bonus(live, bonus, "exploration_reward")

@@ -266,8 +266,6 @@ class PPOLoss:
         return loss, {**stats, "loss": loss.item(), "entropy": mean_entropy.item(), "ref_kl": ref_kl}
 
 
-# --- per-position distributions ---------------------------------------------------------------
-
 
 def _check_same_2d(**tensors: Tensor) -> None:
     names = list(tensors)

@@ -270,9 +270,9 @@ class MultiAnswerQAEnv(MultiTurnEnv):
         (gold entities seen in tool replies), tool calls and queries per episode, format errors."""
         if not episodes:
             return {}
-        answered = [_answer_record(ep) for ep in episodes]
-        final = [f or QARecord() for f in answered]  # no answer scores 0
         records = [[QARecord.of(t) for t in ep.turns] for ep in episodes]
+        answered = [_answer_record(ep, recs) for ep, recs in zip(episodes, records)]
+        final = [f or QARecord() for f in answered]  # no answer scores 0
         turns = [t for ep in episodes for t in ep.turns]
         gold_n = [max(1, len(ep.task.data.get("answers", []))) for ep in episodes]
         seen = [len({e for r in recs for e in r.retrieved_gold}) / g for recs, g in zip(records, gold_n)]
@@ -293,9 +293,9 @@ class MultiAnswerQAEnv(MultiTurnEnv):
         }
 
 
-def _answer_record(ep: Any) -> QARecord | None:
+def _answer_record(ep: Any, records: list[QARecord]) -> QARecord | None:
     """The record of the episode's answer turn (its last), None when it never answered."""
-    for t in reversed(ep.turns):
+    for t, rec in zip(reversed(ep.turns), reversed(records)):
         if t.label == "Answer":
-            return QARecord.of(t)
+            return rec
     return None

@@ -109,3 +109,29 @@ def test_a_turn_without_an_advantage_is_an_error_not_a_zero():
     ep.turns[1].advantage = None
     with pytest.raises(ValueError, match="turn 1: no advantage"):
         episodes_to_batch([ep], pad_id=0)
+
+
+def test_training_only_the_top_layers_freezes_the_rest_and_the_backward_stops_there(smol_tokenizer):
+    from turncredit.policy.loading import tiny_model
+    from turncredit.train.forward import train_top_layers
+
+    model = tiny_model(smol_tokenizer, seed=0, num_hidden_layers=3).train()
+    train_top_layers(model, 1)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith(("model.layers.2.", "model.norm.")) for n in trainable)
+    assert any(n.startswith("model.norm.") for n in trainable)
+    out = model(input_ids=torch.tensor([[5, 6, 7, 8]])).logits.sum()
+    out.backward()
+    assert all(p.grad is None for n, p in model.named_parameters() if n not in trainable)
+    assert all(p.grad is not None for n, p in model.named_parameters() if n in trainable)
+
+
+def test_trainable_layers_out_of_range_is_an_error_naming_the_option(smol_tokenizer):
+    from turncredit.policy.loading import tiny_model
+    from turncredit.train.forward import train_top_layers
+
+    model = tiny_model(smol_tokenizer, seed=0)
+    with pytest.raises(ValueError, match=r"train.trainable_layers: 3 > the model's 2 decoder layers"):
+        train_top_layers(model, 3)
+    train_top_layers(model, 0)
+    assert all(p.requires_grad for p in model.parameters())

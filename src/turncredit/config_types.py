@@ -118,6 +118,10 @@ class TrainConfig:
     #: recompute each decoder layer's activations in the backward pass instead of keeping them
     #: (about a third more compute for the update, a fraction of its activation memory)
     activation_checkpointing: bool = False
+    #: > 0: train only the top N decoder layers and the final norm, every weight below frozen:
+    #: the backward pass stops at layer L − N, so the update costs ~(2 + 4·N/L)/6 of full
+    #: fine-tuning and keeps no gradients, Adam moments or activations for the frozen part
+    trainable_layers: int = 0
     #: bf16 autocast in the update: "auto" = on where the device computes bf16 natively (CUDA
     #: with bf16, a CPU with AVX512-BF16/AMX that the kernel selection may use), else fp32
     bf16: Bf16Setting = "auto"

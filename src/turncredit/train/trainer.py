@@ -35,7 +35,7 @@ from turncredit.train.checkpoint import (
 )
 from turncredit.train.distributed import PARALLEL, resident_mib
 from turncredit.policy.scoring import model_device
-from turncredit.train.forward import enable_activation_checkpointing
+from turncredit.train.forward import enable_activation_checkpointing, train_top_layers
 from turncredit.train.optim import adamw
 from turncredit.train.schedule import warmup_steps
 from turncredit.train.update import PPOUpdate, UpdateStats
@@ -112,6 +112,7 @@ class Trainer(PPOUpdate):
         frozen = None
         if train.kl != "none" and not hasattr(self.model, "disable_adapter"):
             frozen = copy.deepcopy(self.model).eval().requires_grad_(False)
+        train_top_layers(self.model, train.trainable_layers)
         if train.activation_checkpointing:
             enable_activation_checkpointing(self.model)
         self.scorer = self.dist.wrap(self.model)  # what the update runs forward through

@@ -193,3 +193,20 @@ def test_the_update_applies_train_dual_clip_and_logs_what_it_capped(tiny_policy,
     stats, _ = _update(copy.deepcopy(tiny_policy), smol_tokenizer, tmp_path, "dual", episodes, ["train.dual_clip=3"])
     assert seen and set(seen) == {3.0}
     assert stats.dual_clip_fraction == pytest.approx(0.25)  # weighted like the loss over micro-batches
+
+
+def test_the_update_moves_only_the_trainable_top_layers(tmp_path, tiny_policy, smol_tokenizer):
+    """train.trainable_layers=1: the optimizer holds the top layer and the final norm only; one
+    update changes those and leaves every frozen weight bit for bit as it was."""
+    episodes = _rollout(tiny_policy, smol_tokenizer, tmp_path)
+    model = copy.deepcopy(tiny_policy)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = load_config(None, CFG + ["train.trainable_layers=1"])
+    trainer = Trainer(cfg, tmp_path / "top", session=PolicySession.from_model(model, smol_tokenizer))
+    assert {id(p) for p in trainer.params} == {id(p) for n, p in model.named_parameters()
+                                                 if n.startswith(("model.layers.1.", "model.norm."))}
+    trainer.update(episodes)
+    after = model.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(k.startswith(("model.layers.1.", "model.norm.")) for k in moved)
+    assert any(k.startswith("model.layers.1.mlp") for k in moved)

@@ -8,7 +8,8 @@ import torch
 
 from turncredit.episode import Episode, Turn
 from turncredit.policy.scoring import action_logprobs, entropy_from_logits, token_logprobs
-from turncredit.train.forward import episodes_to_batch
+from turncredit.policy.loading import tiny_model
+from turncredit.train.forward import episodes_to_batch, train_top_layers
 
 
 def episode():
@@ -112,9 +113,6 @@ def test_a_turn_without_an_advantage_is_an_error_not_a_zero():
 
 
 def test_training_only_the_top_layers_freezes_the_rest_and_the_backward_stops_there(smol_tokenizer):
-    from turncredit.policy.loading import tiny_model
-    from turncredit.train.forward import train_top_layers
-
     model = tiny_model(smol_tokenizer, seed=0, num_hidden_layers=3).train()
     train_top_layers(model, 1)
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -127,11 +125,10 @@ def test_training_only_the_top_layers_freezes_the_rest_and_the_backward_stops_th
 
 
 def test_trainable_layers_out_of_range_is_an_error_naming_the_option(smol_tokenizer):
-    from turncredit.policy.loading import tiny_model
-    from turncredit.train.forward import train_top_layers
-
     model = tiny_model(smol_tokenizer, seed=0)
     with pytest.raises(ValueError, match=r"train.trainable_layers: 3 > the model's 2 decoder layers"):
         train_top_layers(model, 3)
+    with pytest.raises(ValueError, match=r"train.trainable_layers must be >= 0"):
+        train_top_layers(model, -1)
     train_top_layers(model, 0)
     assert all(p.requires_grad for p in model.parameters())

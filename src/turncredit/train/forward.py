@@ -40,15 +40,15 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> None:
     enable({"use_reentrant": False})
 
 
-
-
 def train_top_layers(model: torch.nn.Module, n: int) -> None:
     """Freeze every weight but the top `n` decoder layers and the final norm (n = 0: leave all
     trainable). Autograd then never enters the frozen layers: the backward pass ends at the
     first trainable one, and the frozen part keeps no activations for it. With LoRA only the
     adapters of the top layers stay trainable. An output head tied to the input embedding
     stays frozen with it."""
-    if n <= 0:
+    if n < 0:
+        raise ValueError(f"train.trainable_layers must be >= 0 (0 = every layer), got {n}")
+    if n == 0:
         return
     core = core_model(model)
     decoder = getattr(core, "model", None)

@@ -73,6 +73,22 @@ def test_activation_checkpointing_in_sft_changes_memory_not_the_steps(tiny_polic
     assert losses[True] == pytest.approx(losses[False], abs=1e-5)  # the second step sees the first's update
 
 
+def test_sft_with_trainable_layers_moves_only_the_top_layer_and_norm(tiny_policy, smol_tokenizer):
+    import copy
+
+    model = copy.deepcopy(tiny_policy)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    run_sft(PolicySession.from_model(model, smol_tokenizer), [CHAT] * 4,
+            SFTConfig(epochs=1, lr=1e-3, batch_size=4, trainable_layers=1), seed=0)
+    top = f"model.layers.{len(model.model.layers) - 1}."
+    moved = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    assert moved and all(k.startswith(top) or k.startswith("model.norm.") for k in moved), moved
+    assert any(k.startswith(top) for k in moved)
+    with pytest.raises(ValueError, match="sft.trainable_layers"):
+        run_sft(PolicySession.from_model(copy.deepcopy(tiny_policy), smol_tokenizer), [CHAT],
+                SFTConfig(trainable_layers=99), seed=0)
+
+
 def test_load_dialogues_from_episodes_and_chats(tmp_path):
     ep = Episode(task=Task("dog"), group_id="g", messages=CHAT[:2],
                  turns=[Turn([], [], [], "Is it an animal?", "Yes."), Turn([], [], [], "Is it a dog?", "Finished!")])

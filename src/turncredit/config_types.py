@@ -179,6 +179,8 @@ class SFTConfig:
     bf16: Bf16Setting = "auto"
     #: recompute decoder activations in the backward pass (see TrainConfig)
     activation_checkpointing: bool = False
+    #: > 0: train only the top N decoder layers and the final norm (see TrainConfig)
+    trainable_layers: int = 0
 
 
 @dataclass

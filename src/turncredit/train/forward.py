@@ -40,23 +40,23 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> None:
     enable({"use_reentrant": False})
 
 
-def train_top_layers(model: torch.nn.Module, n: int) -> None:
+def train_top_layers(model: torch.nn.Module, n: int, option: str = "train.trainable_layers") -> None:
     """Freeze every weight but the top `n` decoder layers and the final norm (n = 0: leave all
     trainable). Autograd then never enters the frozen layers: the backward pass ends at the
     first trainable one, and the frozen part keeps no activations for it. With LoRA only the
     adapters of the top layers stay trainable. An output head tied to the input embedding
-    stays frozen with it."""
+    stays frozen with it. `option` names the setting in errors."""
     if n < 0:
-        raise ValueError(f"train.trainable_layers must be >= 0 (0 = every layer), got {n}")
+        raise ValueError(f"{option} must be >= 0 (0 = every layer), got {n}")
     if n == 0:
         return
     core = core_model(model)
     decoder = getattr(core, "model", None)
     layers = getattr(decoder, "layers", None)
     if layers is None:
-        raise ValueError(f"train.trainable_layers: {type(core).__name__} has no .model.layers to choose from")
+        raise ValueError(f"{option}: {type(core).__name__} has no .model.layers to choose from")
     if n > len(layers):
-        raise ValueError(f"train.trainable_layers: {n} > the model's {len(layers)} decoder layers")
+        raise ValueError(f"{option}: {n} > the model's {len(layers)} decoder layers")
     keep = {id(p) for layer in layers[len(layers) - n:] for p in layer.parameters()}
     norm = getattr(decoder, "norm", None)
     if norm is not None:

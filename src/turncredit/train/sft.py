@@ -21,7 +21,7 @@ from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
 from turncredit.precision import choose_precision
 from turncredit.policy.scoring import TokenBatch, action_logprobs, autocast, model_device, pack
-from turncredit.train.forward import enable_activation_checkpointing
+from turncredit.train.forward import enable_activation_checkpointing, train_top_layers
 from turncredit.train.loss import aggregate
 from turncredit.train.optim import adamw
 
@@ -112,6 +112,7 @@ def run_sft(
     seed: int = 0,
     log_path: str | Path | None = None,
 ) -> list[dict[str, Any]]:
+    train_top_layers(session.model, cfg.trainable_layers, "sft.trainable_layers")
     if cfg.activation_checkpointing:
         enable_activation_checkpointing(session.model)
     params = [p for p in session.model.parameters() if p.requires_grad]

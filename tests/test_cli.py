@@ -161,3 +161,18 @@ def test_compare_names_two_files_of_one_name_by_their_folders():
     assert distinct_labels("runs/sft/eval.json", "runs/rl/eval.json") == ("sft/eval", "rl/eval")
     assert distinct_labels("a/x/run/eval.json", "b/x/run/eval.json") == ("a/x/run/eval", "b/x/run/eval")
     assert distinct_labels("sft.json", "out/rl.json") == ("sft", "rl")
+
+
+def test_evaluation_in_a_fresh_process_plays_the_same_games(tmp_path, tiny_dir):
+    """The pipeline evaluates in a child process (a clean heap): same games, same result, the
+    games written, and the child's own peak memory reported."""
+    from turncredit.config import load_config
+    from turncredit.workflows import evaluate_fresh, evaluate_model
+
+    cfg = load_config(CONFIG, SMALL + ["run.threads=1"])
+    here, eps = evaluate_model(cfg, tiny_dir)
+    there = evaluate_fresh(cfg, tiny_dir, tmp_path / "games.jsonl")
+    games = read_episodes(tmp_path / "games.jsonl")
+    assert [[t.action_text for t in e.turns] for e in games] == [[t.action_text for t in e.turns] for e in eps]
+    assert there["mean_at_k"] == here["mean_at_k"] and there["tokens_generated"] == here["tokens_generated"]
+    assert there["process_peak_rss_gb"] > 0.1

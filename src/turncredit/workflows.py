@@ -44,6 +44,32 @@ def evaluate_model(cfg: Config, model_name: str, session: Any = None) -> tuple[d
     return res, eps
 
 
+def _evaluate_to_file(cfg: Config, model_name: str, episodes_path: str) -> dict[str, Any]:
+    """`evaluate_fresh`'s child: evaluate, write the games, report this process's own peak."""
+    from turncredit.episode import write_episodes
+    from turncredit.memory import peak_rss_gb
+
+    res, eps = evaluate_model(cfg, model_name)
+    write_episodes(episodes_path, eps)
+    res["process_peak_rss_gb"] = round(peak_rss_gb(), 2)
+    return res
+
+
+def evaluate_fresh(cfg: Config, model_name: str, episodes_path: str | Path) -> dict[str, Any]:
+    """`evaluate_model` in a new process, the games written to `episodes_path`.
+
+    The pipeline's evaluations ran in the process that had just trained: after the bf16 SFT
+    stage its evaluation peaked at 8.67 GB where the same kind of evaluation alone peaks at
+    ~4.9 GB (benchmarks/20q-learning-diagnosis.md, O). A fresh process starts from a clean heap;
+    it costs the imports and a model load, seconds against minutes of play.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        return pool.submit(_evaluate_to_file, cfg, model_name, str(episodes_path)).result()
+
+
 def env_and_expert(cfg: Config, options: dict[str, Any] | None = None):
     """The environment and its scripted expert: the perfect one by default (the ceiling), or
     with `options` (sft.expert_options) for demonstrations."""
@@ -114,7 +140,7 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
     held-out games, with the paired RL − SFT difference; prints as it goes, returns the summary
     (also written to RUN_DIR/summary.json)."""
     from turncredit.evaluate import EXPERT_ROW, compare, format_comparison, format_table
-    from turncredit.memory import StagePeak, peak_rss_gb
+    from turncredit.memory import StagePeak, peak_rss_gb, release_freed
     from turncredit.train.trainer import Trainer
 
     run_dir = Path(cfg.run.out_dir) / cfg.run.name
@@ -125,18 +151,19 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
         t0 = time.perf_counter()
         with StagePeak() as mem:
             out = fn()
+        # an evaluation runs in a child process: the machine held this process and the child's peak
+        child = out.get("process_peak_rss_gb", 0.0) if isinstance(out, dict) else 0.0
+        peak = round(mem.peak_gb + child, 2) if mem.peak_gb is not None else None
         summary["stages"][name] = {"seconds": round(time.perf_counter() - t0, 1),
-                                   "peak_rss_gb": mem.peak_gb, "rss_after_gb": mem.after_gb}
-        print(f"[{name}] {summary['stages'][name]['seconds']:.0f} s, peak RSS {mem.peak_gb} GB, "
+                                   "peak_rss_gb": peak, "rss_after_gb": mem.after_gb}
+        print(f"[{name}] {summary['stages'][name]['seconds']:.0f} s, peak RSS {peak} GB, "
               f"after {mem.after_gb} GB", flush=True)
         return out
 
-    def evaluated(label: str, cfg_, model: str, session=None) -> dict[str, Any]:
-        from turncredit.episode import write_episodes
-
-        res, eps = evaluate_model(cfg_, model, session)
-        write_episodes(run_dir / "eval" / f"{label.replace(' ', '_').replace('+', 'and')}.jsonl", eps)
-        return res
+    def evaluated(label: str, cfg_, model: str) -> dict[str, Any]:
+        episodes = run_dir / "eval" / f"{label.replace(' ', '_').replace('+', 'and')}.jsonl"
+        episodes.parent.mkdir(parents=True, exist_ok=True)
+        return evaluate_fresh(cfg_, model, episodes)
 
     def report(label: str, res: dict[str, Any]) -> None:
         summary["eval"][label] = res
@@ -160,15 +187,16 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
         print("[rl] " + trainer.precision_note, flush=True)
         for m in trainer.train_iter():
             print("[rl] " + step_line(m), flush=True)
-        # the evaluation needs the trained weights only: not the optimizer's moments nor the gradients
-        trainer.model.zero_grad(set_to_none=True)
-        return trainer.session
+        # the evaluation loads the saved checkpoint in its own process: free the trainer here
+        del trainer
+        release_freed()
 
-    session = stage("rl", rl)
-    report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"), session)))
+    stage("rl", rl)
+    report("after SFT + RL", stage("eval RL", lambda: evaluated("after SFT + RL", rl_cfg, str(run_dir / "rl" / "checkpoint"))))
     # both evaluations played the identical games (same words, k, seeds): a paired comparison
     summary["rl_minus_sft"] = compare(summary["eval"]["after SFT"], summary["eval"]["after SFT + RL"])
-    summary["peak_rss_gb"] = round(peak_rss_gb(), 2)
+    summary["peak_rss_gb"] = max([round(peak_rss_gb(), 2)] + [v["peak_rss_gb"] for v in summary["stages"].values()
+                                                               if v["peak_rss_gb"] is not None])
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(format_table({k: v for k, v in summary["eval"].items()}, cfg.eval.k))
     print(format_comparison("RL − SFT", summary["rl_minus_sft"], cfg.eval.k))

@@ -162,8 +162,7 @@ def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:
 
     def evaluated(label: str, cfg_, model: str) -> dict[str, Any]:
         episodes = run_dir / "eval" / f"{label.replace(' ', '_').replace('+', 'and')}.jsonl"
-        episodes.parent.mkdir(parents=True, exist_ok=True)
-        return evaluate_fresh(cfg_, model, episodes)
+        return evaluate_fresh(cfg_, model, episodes)  # write_episodes makes the folder
 
     def report(label: str, res: dict[str, Any]) -> None:
         summary["eval"][label] = res

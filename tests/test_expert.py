@@ -146,3 +146,26 @@ def test_noise_free_expert_draws_nothing_from_the_rng(expert: ExpertQuestioner) 
             == expert.play(env, task, random.Random(9)).to_dict())
     with pytest.raises(ValueError, match="early_guess_rate"):
         ExpertQuestioner(early_guess_rate=1.0)
+
+
+def test_sft_env_options_play_the_demonstrations_on_their_own_words(tmp_path) -> None:
+    """sft.env_options reach the demonstrations only: their secrets and listed candidates all
+    come from the SFT word list, while the RL environment keeps env.options' list."""
+    from turncredit.config import ConfigError, env_from_config, load_config
+    from turncredit.workflows import make_demos
+
+    sft_words = ["dog", "cat", "mouse", "piano", "apple", "chair"]
+    p = tmp_path / "sft-words.txt"
+    p.write_text("\n".join(sft_words) + "\n")
+    cfg = load_config("configs/20q-main.yaml", ["env.options.num_candidates=4",
+                                                f"sft.env_options={{words_train: {p}}}"])
+    demos = make_demos(cfg, 6)
+    assert {d.task.data["secret"] for d in demos} <= set(sft_words)
+    for d in demos:
+        first_user = next(m["content"] for m in d.messages if m["role"] == "user")
+        listed = first_user.split("these 4 words: ", 1)[1].split(".", 1)[0].split(", ")
+        assert set(listed) <= set(sft_words) and d.task.data["secret"] in listed
+    rl_words = {t.task_id for t in env_from_config(cfg).tasks("train")}
+    assert len(rl_words) == 1000  # the shipped training list, not the SFT one
+    with pytest.raises(ConfigError, match=r"sft\.env_options\.word_list: unknown key"):
+        load_config("configs/20q-main.yaml", ["sft.env_options={word_list: x.tsv}"])

@@ -293,7 +293,7 @@ def cmd_check(cfg, args) -> int:
     env = env_from_config(cfg)
     check_applicable(cfg, env)
     if cfg.sft.expert_options and not cfg.sft.data:
-        env_and_expert(cfg, cfg.sft.expert_options)  # the demonstrations' expert accepts its options
+        env_and_expert(cfg, cfg.sft.expert_options, for_demos=True)  # the demonstrations' expert accepts its options
     name = cfg.model.name
     where = {"smollm2": "the shipped SmolLM2", "directory": "a local directory",
              "hub": "a hub id, not contacted"}[model_source(name)]

@@ -164,6 +164,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data = apply_overrides(data, overrides or [])
     cfg = build(Config, data)
     validate_env_options(cfg)
+    validate_env_options(cfg, for_demos=True)
     validate_estimator(cfg)
     validate_backend(cfg)
     validate_loggers(cfg)
@@ -171,25 +172,30 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
-def validate_env_options(cfg: Config) -> Any:
-    """Validate `env.options` against the chosen environment's own Options dataclass."""
+def validate_env_options(cfg: Config, for_demos: bool = False) -> Any:
+    """Validate `env.options` against the chosen environment's own Options dataclass; with
+    `for_demos`, the options the demonstrations are played with (sft.env_options merged over them)."""
     from turncredit.envs import ENVS
 
     try:
         env_cls = ENVS.get(cfg.env.name)
     except KeyError as e:
         raise ConfigError(f"env.name: {e.args[0]}") from None
-    options = build(env_cls.Options, cfg.env.options, "env.options")
+    if for_demos:
+        build(env_cls.Options, cfg.sft.env_options, "sft.env_options")  # a bad key named where it is
+    data = {**cfg.env.options, **cfg.sft.env_options} if for_demos else cfg.env.options
+    options = build(env_cls.Options, data, "sft.env_options" if for_demos else "env.options")
     if int(getattr(options, "concurrency", 1)) < 1:
         raise ConfigError(f"env.options.concurrency: expected an integer ≥ 1, got {options.concurrency!r}")
     return options
 
 
-def env_from_config(cfg: Config) -> Any:
-    """The configured environment, its options validated."""
+def env_from_config(cfg: Config, for_demos: bool = False) -> Any:
+    """The configured environment, its options validated; with `for_demos`, the one the SFT
+    demonstrations are played in (sft.env_options merged over env.options)."""
     from turncredit.envs import make_env
 
-    return make_env(cfg.env.name, validate_env_options(cfg))
+    return make_env(cfg.env.name, validate_env_options(cfg, for_demos))
 
 
 def validate_estimator(cfg: Config) -> None:

@@ -166,6 +166,9 @@ class SFTConfig:
     #: options of the environment's scripted expert that plays the demonstrations, e.g.
     #: {early_guess_rate: 0.15} for a 20 Questions expert that sometimes guesses too early
     expert_options: dict[str, Any] = field(default_factory=dict)
+    #: env.options that differ for the demonstrations, merged over env.options, e.g.
+    #: {words_train: data/words/train-sft.tsv}: SFT on some words, RL's tasks on words it never saw
+    env_options: dict[str, Any] = field(default_factory=dict)
     epochs: int = 2
     lr: float = 1e-4
     batch_size: int = 8

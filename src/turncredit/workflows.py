@@ -70,12 +70,13 @@ def evaluate_fresh(cfg: Config, model_name: str, episodes_path: str | Path) -> d
         return pool.submit(_evaluate_to_file, cfg, model_name, str(episodes_path)).result()
 
 
-def env_and_expert(cfg: Config, options: dict[str, Any] | None = None):
+def env_and_expert(cfg: Config, options: dict[str, Any] | None = None, for_demos: bool = False):
     """The environment and its scripted expert: the perfect one by default (the ceiling), or
-    with `options` (sft.expert_options) for demonstrations."""
+    with `options` (sft.expert_options) for demonstrations; `for_demos` plays in the
+    demonstrations' environment (sft.env_options)."""
     from turncredit.config import ConfigError, env_from_config
 
-    env = env_from_config(cfg)
+    env = env_from_config(cfg, for_demos)
     try:
         play = env.expert(**(options or {}))
     except (TypeError, ValueError) as e:  # an unknown or out-of-range option of the expert
@@ -96,12 +97,12 @@ def evaluate_expert(cfg: Config) -> dict[str, Any]:
 
 
 def make_demos(cfg: Config, n: int, split: str = "train") -> list[Episode]:
-    """`n` expert games on `split` (sft.expert_options), each its own task instance."""
+    """`n` expert games on `split` (sft.expert_options, sft.env_options), each its own task instance."""
     import random
 
     from turncredit.rollout import task_rng
 
-    env, play = env_and_expert(cfg, cfg.sft.expert_options)
+    env, play = env_and_expert(cfg, cfg.sft.expert_options, for_demos=True)
     rng = random.Random(cfg.run.seed)
     tasks = env.sample_tasks(split, n, rng)
     # each demo its own task instance (distinct candidate lists when a word repeats)

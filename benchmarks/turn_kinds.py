@@ -27,24 +27,28 @@ def listed_words(ep) -> set[str]:
     return set(words.group(1).split(", "))
 
 
+def turn_kind(ep, i: int, listed: set[str]) -> str:
+    """The kind of turn `i` of `ep`; where the environment recorded exact belief gains, a
+    category question or a listed guess is split by whether its answer ruled out any listed word
+    still possible."""
+    t = ep.turns[i]
+    guess = GUESS.match(t.action_text.strip())
+    if t.label in ("Invalid", "Repeated"):
+        return t.label.lower()
+    if "kind of" in t.action_text:
+        return "category question" + _gain(t)
+    if guess and guess.group(1) in listed:
+        won = ep.success and i == len(ep.turns) - 1
+        return "guess, listed word" + (", the winning one" if won else _gain(t))
+    return "guess, word not listed"
+
+
 def turn_kinds(episodes) -> Counter:
-    """Turns by kind; where the environment recorded exact belief gains, a category question or
-    a listed guess is split by whether its answer ruled out any listed word still possible."""
+    """Turns by kind (`turn_kind`)."""
     kinds: Counter = Counter()
     for ep in episodes:
         listed = listed_words(ep)
-        for i, t in enumerate(ep.turns):
-            label = t.label
-            guess = GUESS.match(t.action_text.strip())
-            if label in ("Invalid", "Repeated"):
-                kinds[label.lower()] += 1
-            elif "kind of" in t.action_text:
-                kinds["category question" + _gain(t)] += 1
-            elif guess and guess.group(1) in listed:
-                won = ep.success and i == len(ep.turns) - 1
-                kinds["guess, listed word" + (", the winning one" if won else _gain(t))] += 1
-            else:
-                kinds["guess, word not listed"] += 1
+        kinds.update(turn_kind(ep, i, listed) for i in range(len(ep.turns)))
     return kinds
 
 

@@ -3,6 +3,8 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from turncredit.episode import Episode, Task, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,3 +31,30 @@ def test_turns_are_counted_by_kind_and_unlisted_guesses_by_the_list_holding_the_
     # the repeat of "dog" is not counted twice; the first list holding a word names it
     origins = turn_kinds.unlisted_origins([ep], {"train": {"dog", "horse"}, "wide": {"dog", "zebra"}})
     assert origins == {"train": 1, "in no list": 1}
+
+
+def test_advantage_by_kind_takes_the_repeat_penalty_out_of_the_reward():
+    """Hand-computed: two games of one group. At turn 0 one repeats (reward −1, the game's
+    repeat penalty) and one guesses an unlisted word (0): turn-wise GRPO gives them ∓1/√2
+    (mean −0.5, unbiased std √0.5); with the repeat not charged in the reward both are 0."""
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from advantage_by_kind import advantages_by_kind
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    a = game([("Is it a lamp?", "Repeated", 0.0)])
+    b = game([("Is it a zorbl?", "No", 0.0)])
+    r = 0.5 / (0.5 ** 0.5 + 1e-6)  # turn_grpo adds ε = 1e-6 to the std
+    a.turns[0].reward, a.turns[0].env_reward, a.turns[0].advantage = -1.0, -1.0, -r - 1.0
+    b.turns[0].reward, b.turns[0].env_reward, b.turns[0].advantage = 0.0, 0.0, r - 1.0
+    for t in (a.turns[0], b.turns[0]):
+        t.advantage_penalty = 1.0
+    table = advantages_by_kind([a, b])
+    assert table["repeated"]["as trained"] == [pytest.approx(-r)]
+    assert table["guess, word not listed"]["as trained"] == [pytest.approx(r)]
+    assert table["repeated"]["repeats not in reward"] == [0.0]
+    assert table["guess, word not listed"]["repeats not in reward"] == [0.0]
+    b.turns[0].advantage = 0.5  # not what turn_grpo gave: the check names the game and turn
+    with pytest.raises(SystemExit, match="g turn 0"):
+        advantages_by_kind([a, b])

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 import torch
 
+from turncredit.policy.attention import use_cpu_gqa_attention
+
 SMOLLM2 = "smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DIR = "smollm2-135m-instruct"
@@ -227,6 +229,7 @@ def load_model(spec: str = SMOLLM2, dtype: str = "float32", lora: dict[str, Any]
         if isinstance(src, Path):
             raise ValueError(f"model {src}: cannot load it ({str(e).splitlines()[0]})") from None
         raise _hub_error(str(spec), e) from None
+    use_cpu_gqa_attention(model)
     return add_lora(model, lora) if lora else model
 
 
@@ -266,7 +269,7 @@ def tiny_model(tokenizer: Any, seed: int = 0, **overrides: Any) -> Any:
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = config.pad_token_id
-    return model.eval()
+    return use_cpu_gqa_attention(model).eval()  # as load_model, so the tests run the path users get
 
 
 def plain_state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -164,7 +164,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data = apply_overrides(data, overrides or [])
     cfg = build(Config, data)
     validate_env_options(cfg)
-    validate_env_options(cfg, for_demos=True)
+    if cfg.sft.env_options:  # env.options already passed: a bad key here is one of sft.env_options
+        validate_env_options(cfg, for_demos=True)
     validate_estimator(cfg)
     validate_backend(cfg)
     validate_loggers(cfg)
@@ -181,8 +182,6 @@ def validate_env_options(cfg: Config, for_demos: bool = False) -> Any:
         env_cls = ENVS.get(cfg.env.name)
     except KeyError as e:
         raise ConfigError(f"env.name: {e.args[0]}") from None
-    if for_demos:
-        build(env_cls.Options, cfg.sft.env_options, "sft.env_options")  # a bad key named where it is
     data = {**cfg.env.options, **cfg.sft.env_options} if for_demos else cfg.env.options
     options = build(env_cls.Options, data, "sft.env_options" if for_demos else "env.options")
     if int(getattr(options, "concurrency", 1)) < 1:

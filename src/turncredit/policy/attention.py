@@ -5,8 +5,9 @@ is given — every turn of a rollout, whose rows have different lengths, and eve
 update — transformers' "sdpa" first copies each layer's keys and values out to all 9 heads
 (`repeat_kv`). PyTorch's CPU kernel takes the groups itself (`enable_gqa`), so on a CPU the
 copies are pure waste: without them a 20 Questions evaluation spent 20 % less time per
-generated token on a 2-core AVX2 CPU (benchmarks/gqa-attention-cpu.md). On other devices a masked GQA call falls back to the slow
-math kernel, so there every call goes to transformers' own sdpa unchanged.
+generated token on a 2-core AVX2 CPU (benchmarks/gqa-attention-cpu.md). On other devices a
+masked GQA call falls back to the slow math kernel, so there every call goes to transformers'
+own sdpa unchanged.
 """
 
 from __future__ import annotations

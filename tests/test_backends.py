@@ -170,3 +170,39 @@ def test_dropping_the_holes_between_turns_changes_no_sample(tiny_policy, smol_to
     for a, b in zip(sum(kept, []), sum(dropped, [])):
         assert a.ids == b.ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+
+
+def test_long_prompts_feed_their_head_apart_without_changing_any_sample(tiny_policy, smol_tokenizer, monkeypatch):
+    """One row's long reply per turn: its head goes through the model alone (the common
+    forward stays as wide as the short replies), and every action, log-prob and the count of
+    tokens prefilled are those of padding all rows to the long reply."""
+    bridge = ChatBridge(smol_tokenizer)
+    msgs = [[{"role": "user", "content": "Ask" + " a" * i}] for i in range(5)]
+    ctx = [bridge.opening_ids(m) for m in msgs]
+    eot = bridge.end_of_turn_id
+    p = SamplingParams(max_new_tokens=6)
+    long_reply = "Invalid question. " + "Ask about its category, one short question. " * 4
+
+    sizes = []
+    split_off = _Rows.split_off
+    monkeypatch.setattr(_Rows, "split_off", lambda self, index: sizes.append(len(index)) or split_off(self, index))
+
+    def run(ratio):
+        backend = KVCacheBackend(tiny_policy, eot, smol_tokenizer.pad_token_id)
+        backend.compact_ratio, backend.prefill_split_ratio = 0, ratio
+        state = backend.start(len(ctx), seed=0)
+        turns = [state.generate(range(len(ctx)), ctx, p)]
+        for k in range(2):
+            replies = [bridge.reply_ids(long_reply if r == 2 * k else "No.", turns[-1][r].ids[-1] == eot)
+                       for r in range(len(ctx))]
+            turns.append(state.generate(range(len(ctx)), replies, p))
+        return turns, state
+
+    padded, padded_state = run(0)
+    assert sizes == []
+    apart, apart_state = run(0.75)
+    assert sizes == [1, 1]  # one long row a turn, fed alone
+    assert apart_state.tokens_prefilled == padded_state.tokens_prefilled
+    for a, b in zip(sum(padded, []), sum(apart, [])):
+        assert a.ids == b.ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4

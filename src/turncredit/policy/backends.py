@@ -76,6 +76,10 @@ class KVCacheBackend:
     unused columns dropped) and their new columns are written back when the turn ends: a row
     that has finished its action stops costing a forward row per token. At T = 1 a few long
     actions otherwise keep the whole batch decoding for most of the turn.
+
+    Likewise a turn's prompts: one long reply (20 Questions' "Invalid question." hint) would pad
+    every row's prefill to its length. The rows whose prompts are longer than the width that
+    minimises the padded tokens first feed their extra head in a batch of their own.
     """
 
     #: decode alone once the rows still generating are at most 1/compact_ratio of the batch (0 = never)
@@ -85,6 +89,9 @@ class KVCacheBackend:
     #: at a turn's start, drop the holes once the cache is this many times the fullest row's
     #: tokens (0 = never): attention reads every column, holes included, at every step
     hole_ratio = 1.25
+    #: feed the head of a turn's few long prompts (an oracle's long reply) in a batch of their own
+    #: when that leaves at most this fraction of the padded prefill (0 = never)
+    prefill_split_ratio = 0.75
 
     def __init__(self, model: torch.nn.Module, end_of_turn_id: int, pad_token_id: int) -> None:
         self.model = model
@@ -277,6 +284,7 @@ class _KVState:
                 self.rows = self._empty_rows(len(self.slot))  # none of the old cache is needed
             self._prefill_fresh(fresh, by_row)
         self._drop_holes()
+        self._prefill_long_heads(by_row)
         n = len(self.slot)
         seqs = [by_row[r] for r in rows]
         width = max(len(seq) for seq in seqs)
@@ -330,6 +338,35 @@ class _KVState:
         for r in rows:
             self.unfed[r] = out_ids[self.slot[r]][-1:]
         return [Generation(out_ids[self.slot[r]], out_lp[self.slot[r]]) for r in rows]
+
+    def _prefill_long_heads(self, seqs: dict[int, list[int]]) -> None:
+        """Feed the heads of the longest prompts alone, so that the turn's common forward is
+        only as wide as the width `w` minimising its padded tokens: with n rows, lengths ℓ_r
+        and the longest L, cost(w) = n·w + |{r: ℓ_r > w}|·(L − w) against n·L unsplit."""
+        ratio = self.b.prefill_split_ratio
+        if not ratio or not self.rows.mask.shape[1]:
+            return
+        n, longest = len(self.slot), max(len(s) for s in seqs.values())
+        widths = {len(s) for s in seqs.values()} - {0}
+        cost, width = min((n * w + sum(len(s) > w for s in seqs.values()) * (longest - w), w) for w in widths)
+        if cost > ratio * n * longest:
+            return
+        long = [r for r, s in seqs.items() if len(s) > width]
+        heads = [seqs[r][:len(seqs[r]) - width] for r in long]
+        index = torch.tensor([self.slot[r] for r in long], device=self.device)
+        child = self.rows.split_off(index)
+        born_with = child.mask.shape[1]
+        w = max(map(len, heads))
+        ids = torch.full((len(long), w), self.b.pad, dtype=torch.long)
+        new_mask = torch.zeros((len(long), w), dtype=torch.long)
+        for j, head in enumerate(heads):
+            ids[j, w - len(head):] = torch.tensor(head)
+            new_mask[j, w - len(head):] = 1
+        child.forward(self.b, ids.to(self.device), new_mask.to(self.device))
+        self.rows.take_back(child, index, born_with)
+        self.tokens_prefilled += sum(map(len, heads))
+        for r in long:
+            seqs[r] = seqs[r][len(seqs[r]) - width:]
 
     def _drop_holes(self) -> None:
         b, ratio = self.rows, self.b.hole_ratio

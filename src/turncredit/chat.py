@@ -91,8 +91,10 @@ class ChatBridge:
         """Token ids and loss mask of a whole chat, laid out exactly as a rollout lays it out.
 
         For SFT: leading non-assistant messages → `opening_ids`; each assistant message → its
-        content tokenised on its own plus the end-of-turn token (mask 1); each message after
-        it → `reply_ids` (mask 0). Assistant and other messages must alternate after the opening.
+        content tokenised on its own plus the end-of-turn token (mask 1, or 0 where the message
+        has `"weight": 0`, as in OpenAI's fine-tuning format: context, not a target); each
+        message after it → `reply_ids` (mask 0). Assistant and other messages must alternate
+        after the opening.
         """
         msgs = _check_messages(messages, "dialogue")
         start = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), None)
@@ -110,7 +112,7 @@ class ChatBridge:
                 raise ValueError(f"dialogue messages[{i}]: expected {expected} (turns must alternate), got {m['role']!r}")
             if want_assistant:
                 piece = self._encode(m["content"]) + [self.end_of_turn_id]
-                mask += [1] * len(piece)
+                mask += [message_weight(m, f"dialogue messages[{i}]")] * len(piece)
             else:
                 piece = self.reply_ids(m["content"], action_ended=True, role=m["role"])
                 mask += [0] * len(piece)
@@ -224,6 +226,14 @@ class ChatBridge:
             pieces = None  # the template transforms content (e.g. trims it): render every reply
         self._pieces[role] = pieces
         return pieces
+
+
+def message_weight(message: Mapping[str, object], where: str) -> int:
+    """An assistant message's `weight`: 1 (a target, the default) or 0 (context only)."""
+    w = message.get("weight", 1)
+    if w not in (0, 1) or isinstance(w, bool):
+        raise ValueError(f"{where}.weight: expected 0 or 1, got {w!r}")
+    return int(w)
 
 
 def _check_messages(messages: Sequence[Mapping[str, str]], where: str) -> list[dict[str, str]]:

@@ -281,9 +281,13 @@ def _check_ranges(cfg: Config) -> None:
         ("eval.top_p", 0 < cfg.eval.top_p <= 1, "in (0, 1]"),
         ("eval.max_new_tokens", cfg.eval.max_new_tokens >= 1, "≥ 1"),
         ("eval.num_tasks", cfg.eval.num_tasks >= 0, "≥ 0"),
-        ("sft.epochs", cfg.sft.epochs >= 1, "≥ 1"),
+        ("sft.epochs", cfg.sft.epochs >= 1 or (cfg.sft.epochs == 0 and cfg.sft.dagger_rounds >= 1),
+         "≥ 1 (0 only with sft.dagger_rounds ≥ 1: DAgger straight from model.name)"),
         ("sft.batch_size", cfg.sft.batch_size >= 1, "≥ 1"),
         ("sft.num_demos", cfg.sft.num_demos >= 1, "≥ 1"),
+        ("sft.dagger_rounds", cfg.sft.dagger_rounds >= 0, "≥ 0 (0 = no DAgger)"),
+        ("sft.dagger_games", cfg.sft.dagger_games >= 1, "≥ 1"),
+        ("sft.dagger_epochs", cfg.sft.dagger_epochs >= 1, "≥ 1"),
     ]
     for key, ok, expected in checks:
         if not ok:

@@ -184,6 +184,14 @@ class SFTConfig:
     activation_checkpointing: bool = False
     #: > 0: train only the top N decoder layers and the final norm (see TrainConfig)
     trainable_layers: int = 0
+    #: DAgger rounds after SFT on the demonstrations: the model plays `dagger_games` training
+    #: games (rollout settings), the expert takes each over after a random number of the
+    #: model's turns, and SFT goes on for `dagger_epochs` over those games (the model's turns
+    #: as context, the expert's as targets) mixed with as many demonstrations. With `epochs: 0`
+    #: the rounds start from model.name as it is (e.g. an SFT checkpoint)
+    dagger_rounds: int = 0
+    dagger_games: int = 200
+    dagger_epochs: int = 1
 
 
 @dataclass

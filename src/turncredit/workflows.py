@@ -109,6 +109,54 @@ def make_demos(cfg: Config, n: int, split: str = "train") -> list[Episode]:
     return [play(env, t, task_rng(cfg.run.seed * 7 + i, t)) for i, t in enumerate(tasks)]
 
 
+def dagger_dialogues(cfg: Config, session: Any, n: int, seed: int) -> tuple[list[list[dict[str, Any]]], dict[str, Any]]:
+    """DAgger's relabelling (Ross et al. 2011), with the expert rolling out: the model plays
+    `n` training games (rollout sampling, sft.env_options' environment); in a game of T ≥ 2
+    turns the expert takes over after t ~ U{1, …, T−1} of the model's turns and plays on.
+    Each game becomes one chat whose first t assistant messages are context (weight 0) and
+    the expert's the targets: what to ask from the states the model's own mistakes reach (a
+    repeat, an invalid question, a wrong guess), which the expert's own games never show.
+    Returns the chats and how the model played those games."""
+    import inspect
+    import random
+
+    from turncredit.config import ConfigError
+    from turncredit.evaluate import summarize
+    from turncredit.rollout import SamplingParams, resolve_refill, run_episodes, task_rng
+
+    env, play = env_and_expert(cfg, cfg.sft.expert_options, for_demos=True)
+    if "prefix" not in inspect.signature(play).parameters:
+        raise ConfigError(f"sft.dagger_rounds: the expert of env {cfg.env.name!r} cannot take over a game "
+                          "(its play() has no prefix); set sft.dagger_rounds: 0")
+    rng = random.Random(seed)
+    tasks = env.sample_tasks("train", n, rng)
+    # whole games of up to max_turns, as in evaluation: eval.batch_size is the row count sized for their memory
+    games = run_episodes(env, session.backend, session.bridge, tasks, [f"{t.task_id}#{i}" for i, t in enumerate(tasks)],
+                         SamplingParams.of(cfg.rollout), seed=seed, batch_size=cfg.eval.batch_size,
+                         refill=resolve_refill(cfg.rollout.continuous_batching, session.device))
+    chats = []
+    for ep in games:
+        if ep.aborted or ep.num_turns < 2:
+            continue
+        t = rng.randint(1, ep.num_turns - 1)
+        taken = play(env, ep.task, task_rng(seed, ep.task), prefix=[turn.action_text for turn in ep.turns[:t]])
+        replayed = [turn.label for turn in taken.turns[:t]]
+        if replayed != [turn.label for turn in ep.turns[:t]]:
+            raise RuntimeError(f"DAgger: replaying the model's game on {ep.task.task_id!r} got other answers "
+                               f"({replayed} against {[turn.label for turn in ep.turns[:t]]}): the env is not deterministic")
+        if taken.num_turns == t:
+            continue
+        chat, seen = taken.chat(), 0
+        for m in chat:
+            if m["role"] == "assistant":
+                if seen < t:
+                    m["weight"] = 0
+                seen += 1
+        chats.append(chat)
+    played = summarize(games, 1, env)
+    return chats, {key: played[key] for key in ("mean_at_k", "repeated_rate", "invalid_rate", "avg_questions") if key in played}
+
+
 def run_sft_stage(cfg: Config, out_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Demonstrations (or sft.data) → SFT → checkpoint at out_dir/checkpoint."""
     from turncredit.episode import write_episodes
@@ -129,11 +177,39 @@ def run_sft_stage(cfg: Config, out_dir: Path) -> tuple[Path, dict[str, Any]]:
     log = out_dir / "sft_metrics.jsonl"
     log.unlink(missing_ok=True)
     hist = run_sft(session, dialogues, cfg.sft, seed=cfg.run.seed, log_path=log)
+    rounds = []
+    for k in range(1, cfg.sft.dagger_rounds + 1):
+        rounds.append(_dagger_round(cfg, session, dialogues, k, out_dir))
+        hist += rounds[-1].pop("history")
     ckpt = out_dir / "checkpoint"
     session.save(ckpt, extra={"stage": "sft", "data": data, "steps": len(hist), "precision": precision.to_dict()})
     summary = {"dialogues": len(dialogues), "steps": len(hist),
                "loss_first": hist[0]["loss"], "loss_last": hist[-1]["loss"], "precision": precision.to_dict()}
+    if rounds:
+        summary["dagger"] = rounds
     return ckpt, summary
+
+
+def _dagger_round(cfg: Config, session: Any, demos: list, k: int, out_dir: Path) -> dict[str, Any]:
+    """One DAgger round: relabel the model's games, then SFT on them and as many demonstrations."""
+    import random
+
+    from turncredit.train.sft import run_sft
+
+    t0 = time.perf_counter()
+    seed = cfg.run.seed * 1000 + k
+    chats, played = dagger_dialogues(cfg, session, cfg.sft.dagger_games, seed)
+    with (out_dir / f"dagger_{k}.jsonl").open("w") as f:
+        f.writelines(json.dumps({"messages": c}) + "\n" for c in chats)
+    seconds_play = time.perf_counter() - t0
+    print(f"[sft] DAgger round {k}: the model won {100 * played['mean_at_k']:.1f}% of {cfg.sft.dagger_games} "
+          f"training games in {seconds_play:.0f} s; {len(chats)} taken over by the expert", flush=True)
+    mix = chats + random.Random(seed).sample(demos, min(len(demos), len(chats)))
+    log = out_dir / f"sft_metrics_dagger{k}.jsonl"
+    log.unlink(missing_ok=True)
+    hist = run_sft(session, mix, dataclasses.replace(cfg.sft, epochs=cfg.sft.dagger_epochs), seed=seed, log_path=log)
+    return {"round": k, "model_played": played, "dialogues": len(chats), "steps": len(hist),
+            "seconds_play": round(seconds_play, 1), "history": hist}
 
 
 def run_pipeline(cfg: Config, skip_base_eval: bool = False) -> dict[str, Any]:

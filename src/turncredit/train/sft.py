@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from turncredit.chat import message_weight
 from turncredit.config import SFTConfig
 from turncredit.episode import Episode
 from turncredit.policy.session import PolicySession
@@ -62,8 +63,9 @@ def _check_messages(messages: list, where: str) -> Dialogue:
         if not (isinstance(m, dict) and m.get("role") in {"system", "user", "assistant"}
                 and isinstance(m.get("content"), str)):
             raise ValueError(f"{where}: messages[{i}] must be {{role: system|user|assistant, content: str}}")
-    if not any(m["role"] == "assistant" for m in messages):
-        raise ValueError(f"{where}: no assistant message to learn from")
+    targets = [message_weight(m, f"{where}: messages[{i}]") for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if not any(targets):
+        raise ValueError(f"{where}: no assistant message to learn from (none, or all with weight 0)")
     return messages
 
 

@@ -13,7 +13,7 @@ import random
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Protocol, Sequence
 
 from turncredit.envs.base import Task
 from turncredit.envs.twenty_questions.oracle import WordNetOracle
@@ -176,16 +176,25 @@ class ExpertQuestioner:
         return kept or candidates
 
     def play(
-        self, env: Game, task: Task, rng: random.Random, group_id: str = ""
+        self, env: Game, task: Task, rng: random.Random, group_id: str = "", prefix: Sequence[str] = ()
     ) -> Episode:
-        """Play one full game; a text-only Episode (no token ids)."""
+        """Play one full game; a text-only Episode (no token ids).
+
+        `prefix`: questions someone else asked first (a policy's, for DAgger), replayed in
+        order; the expert takes over from the state they reached, the candidates narrowed by
+        their answers. The game may end within them (then the episode holds only those turns).
+        """
         messages, state = env.reset(task, rng)
         candidates = list(state.candidates) or list(env.words(state.split))
         asked: set[str] = set()
         turns: list[Turn] = []
         result = None
+        replay = list(prefix)
         while result is None or not result.done:
-            question = self.next_question(candidates, asked, env.max_turns - state.turns, rng)
+            if replay:
+                question = replay.pop(0)
+            else:
+                question = self.next_question(candidates, asked, env.max_turns - state.turns, rng)
             result = env.step(state, question)
             turns.append(result.to_turn(question))
             key = TwentyQuestionsRecord.of(turns[-1]).category

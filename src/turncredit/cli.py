@@ -214,7 +214,9 @@ def cmd_sft(cfg, args) -> int:
 
     out = Path(args.out or Path(cfg.run.out_dir) / f"{cfg.run.name}-sft")
     ckpt, s = run_sft_stage(cfg, out)
-    print(f"SFT: {s['dialogues']} dialogues, {s['steps']} steps, loss {s['loss_first']:.3f} → {s['loss_last']:.3f}")
+    dagger = "".join(f"; DAgger round {r['round']}: {r['dialogues']} taken-over games, {r['steps']} steps"
+                     for r in s.get("dagger", []))
+    print(f"SFT: {s['dialogues']} dialogues{dagger}; {s['steps']} steps in all, loss {s['loss_first']:.3f} → {s['loss_last']:.3f}")
     print(f"checkpoint: {ckpt}")
     return 0
 

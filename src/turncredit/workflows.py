@@ -146,12 +146,9 @@ def dagger_dialogues(cfg: Config, session: Any, n: int, seed: int) -> tuple[list
                                f"({replayed} against {[turn.label for turn in ep.turns[:t]]}): the env is not deterministic")
         if taken.num_turns == t:
             continue
-        chat, seen = taken.chat(), 0
-        for m in chat:
-            if m["role"] == "assistant":
-                if seen < t:
-                    m["weight"] = 0
-                seen += 1
+        chat = taken.chat()
+        for m in [m for m in chat if m["role"] == "assistant"][:t]:
+            m["weight"] = 0  # the model's own questions: context, not targets
         chats.append(chat)
     played = summarize(games, 1, env)
     return chats, {key: played[key] for key in ("mean_at_k", "repeated_rate", "invalid_rate", "avg_questions") if key in played}

@@ -256,15 +256,8 @@ class _KVState:
         fresh = sorted(fresh, key=self.slot.get)
         child = self._empty_rows(len(fresh))
         rest = self._prefill_shared_prefix(child, [seqs[r][:-1] for r in fresh])
-        width = max(len(x) for x in rest)
-        if width:
-            ids = torch.full((len(fresh), width), self.b.pad, dtype=torch.long)
-            new_mask = torch.zeros((len(fresh), width), dtype=torch.long)
-            for j, x in enumerate(rest):
-                if x:
-                    ids[j, width - len(x):] = torch.tensor(x)
-                    new_mask[j, width - len(x):] = 1
-            child.forward(self.b, ids.to(self.device), new_mask.to(self.device))
+        if max(len(x) for x in rest):
+            child.forward(self.b, *self._left_padded(rest))
             self.tokens_prefilled += sum(len(x) for x in rest)
         for r in fresh:
             seqs[r] = seqs[r][-1:]
@@ -286,17 +279,12 @@ class _KVState:
         self._drop_holes()
         self._prefill_long_heads(by_row)
         n = len(self.slot)
-        seqs = [by_row[r] for r in rows]
-        width = max(len(seq) for seq in seqs)
-        ids = torch.full((n, width), self.b.pad, dtype=torch.long)
-        new_mask = torch.zeros((n, width), dtype=torch.long)
-        for r, seq in zip(rows, seqs):
+        by_slot: list[list[int]] = [[] for _ in range(n)]  # rows not generating feed nothing
+        for r in rows:
+            by_slot[self.slot[r]] = by_row[r]
             self.unfed[r] = []
-            s = self.slot[r]
-            ids[s, width - len(seq):] = torch.tensor(seq)
-            new_mask[s, width - len(seq):] = 1
-        self.tokens_prefilled += sum(len(seq) for seq in seqs)
-        logits = self.rows.forward(self.b, ids.to(self.device), new_mask.to(self.device))
+        self.tokens_prefilled += sum(map(len, by_slot))
+        logits = self.rows.forward(self.b, *self._left_padded(by_slot))
 
         batch = self.rows
         splits: list[tuple[_Rows, torch.Tensor, int]] = []  # (parent, rows split off, columns they began with)
@@ -339,6 +327,17 @@ class _KVState:
             self.unfed[r] = out_ids[self.slot[r]][-1:]
         return [Generation(out_ids[self.slot[r]], out_lp[self.slot[r]]) for r in rows]
 
+    def _left_padded(self, seqs: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids and new-token mask of `seqs`, one row each, left-padded to the longest."""
+        width = max(map(len, seqs))
+        ids = torch.full((len(seqs), width), self.b.pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for j, seq in enumerate(seqs):
+            if seq:
+                ids[j, width - len(seq):] = torch.tensor(seq)
+                mask[j, width - len(seq):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
     def _prefill_long_heads(self, seqs: dict[int, list[int]]) -> None:
         """Feed the heads of the longest prompts alone, so that the turn's common forward is
         only as wide as the width `w` minimising its padded tokens: with n rows, lengths ℓ_r
@@ -356,13 +355,7 @@ class _KVState:
         index = torch.tensor([self.slot[r] for r in long], device=self.device)
         child = self.rows.split_off(index)
         born_with = child.mask.shape[1]
-        w = max(map(len, heads))
-        ids = torch.full((len(long), w), self.b.pad, dtype=torch.long)
-        new_mask = torch.zeros((len(long), w), dtype=torch.long)
-        for j, head in enumerate(heads):
-            ids[j, w - len(head):] = torch.tensor(head)
-            new_mask[j, w - len(head):] = 1
-        child.forward(self.b, ids.to(self.device), new_mask.to(self.device))
+        child.forward(self.b, *self._left_padded(heads))
         self.rows.take_back(child, index, born_with)
         self.tokens_prefilled += sum(map(len, heads))
         for r in long:

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("envs", ["envs"]),
     ("signals", ["rewards", "credit"]),  # reward shapers and credit estimators
     ("config", ["config"]),  # reads YAML and checks names against the registries below
-    ("loop", ["rollout", "evaluate"]),
+    ("loop", ["rollout", "evaluate", "guidance"]),  # guidance: expert takeovers of rollouts
     ("train", ["train"]),
     ("workflows", ["workflows", "study", "bench", "play", "report", "oracle_check"]),
     ("cli", ["cli", "__main__"]),

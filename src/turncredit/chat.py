@@ -111,13 +111,18 @@ class ChatBridge:
                 expected = "'assistant'" if want_assistant else "a non-assistant message"
                 raise ValueError(f"dialogue messages[{i}]: expected {expected} (turns must alternate), got {m['role']!r}")
             if want_assistant:
-                piece = self._encode(m["content"]) + [self.end_of_turn_id]
+                piece = self.action_ids(m["content"])
                 mask += [message_weight(m, f"dialogue messages[{i}]")] * len(piece)
             else:
                 piece = self.reply_ids(m["content"], action_ended=True, role=m["role"])
                 mask += [0] * len(piece)
             ids += piece
         return ids, mask
+
+    def action_ids(self, text: str) -> list[int]:
+        """An assistant message written by someone else (an expert) as the policy's action
+        tokens: the text tokenised on its own, then the end-of-turn token."""
+        return self._encode(text) + [self.end_of_turn_id]
 
     def decode_action(self, ids: Sequence[int]) -> str:
         """The action's text, without the end-of-turn token (and anything after it)."""

@@ -256,6 +256,8 @@ def _check_ranges(cfg: Config) -> None:
         ("rollout.top_k", cfg.rollout.top_k >= 0, "≥ 0 (0 = no top-k cut)"),
         ("eval.top_k", cfg.eval.top_k >= 0, "≥ 0 (0 = no top-k cut)"),
         ("algo.keep_group_fraction", 0 < cfg.algo.keep_group_fraction <= 1, "in (0, 1]"),
+        ("algo.expert_guidance", 0 <= cfg.algo.expert_guidance <= cfg.rollout.group_size,
+         "in [0, rollout.group_size] (0 = on-policy groups only)"),
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
         ("train.lr_warmup_steps", cfg.train.lr_warmup_steps >= 0, "≥ 0 (0 = no warm-up)"),

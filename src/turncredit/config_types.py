@@ -83,6 +83,10 @@ class AlgoConfig:
     #: ("diversity": SPADER's exploration reward), with its keyword options
     reward_shaper: str = "none"
     shaper_options: dict[str, Any] = field(default_factory=dict)
+    #: per group, up to this many extra members where the environment's expert took over one
+    #: of the group's games after t ~ U{1..T−1} turns (lost games first): mixed on-/off-policy
+    #: groups, trained on the expert's turns only (`turncredit.guidance`); 0 = on-policy only
+    expert_guidance: int = 0
 
 
 @dataclass

@@ -110,6 +110,10 @@ class Episode:
     abort_reason: str = ""
     #: log b_t of the secret for t = 0..T, where a ΔBelief shaper scored them (`rewards.belief`)
     log_beliefs: list[float] | None = None
+    #: a guided group member (`turncredit.guidance`): the environment's expert played its turns
+    #: from this index on (no sampler log-probs), and the turns before it are a peer's, context
+    #: only here (they are trained on as that peer's). None: the policy's own episode
+    expert_from: int | None = None
 
     @property
     def num_turns(self) -> int:
@@ -131,11 +135,20 @@ class Episode:
         return ids
 
     def action_mask(self) -> list[int]:
-        """1 on the policy's own tokens, 0 on everything the environment or template added."""
+        """1 on the action tokens the loss trains on, 0 on everything the environment or template
+        added and on a guided episode's borrowed turns (those before `expert_from`)."""
         mask: list[int] = []
-        for t in self.turns:
-            mask += [0] * len(t.prompt_ids) + [1] * len(t.action_ids)
+        for i, t in enumerate(self.turns):
+            mask += [0] * len(t.prompt_ids) + [int(self.in_loss(i))] * len(t.action_ids)
         return mask
+
+    def in_loss(self, i: int) -> bool:
+        """Whether turn i's action is trained on: all of the policy's own; a guided episode's from `expert_from` on."""
+        return self.expert_from is None or i >= self.expert_from
+
+    def sampled(self, i: int) -> bool:
+        """Whether the policy sampled turn i's action (it has sampler log-probs), not the expert."""
+        return self.expert_from is None or i < self.expert_from
 
     def chat(self) -> list[dict[str, str]]:
         """The dialogue as chat messages (for reading, SFT, or a text-only backend)."""

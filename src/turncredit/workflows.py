@@ -117,17 +117,18 @@ def dagger_dialogues(cfg: Config, session: Any, n: int, seed: int) -> tuple[list
     the expert's the targets: what to ask from the states the model's own mistakes reach (a
     repeat, an invalid question, a wrong guess), which the expert's own games never show.
     Returns the chats and how the model played those games."""
-    import inspect
     import random
 
     from turncredit.config import ConfigError
     from turncredit.evaluate import summarize
-    from turncredit.rollout import SamplingParams, resolve_refill, run_episodes, task_rng
+    from turncredit.guidance import check_can_take_over, expert_takeover
+    from turncredit.rollout import SamplingParams, resolve_refill, run_episodes
 
     env, play = env_and_expert(cfg, cfg.sft.expert_options, for_demos=True)
-    if "prefix" not in inspect.signature(play).parameters:
-        raise ConfigError(f"sft.dagger_rounds: the expert of env {cfg.env.name!r} cannot take over a game "
-                          "(its play() has no prefix); set sft.dagger_rounds: 0")
+    try:
+        check_can_take_over(play, env, "sft.dagger_rounds")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     rng = random.Random(seed)
     tasks = env.sample_tasks("train", n, rng)
     # whole games of up to max_turns, as in evaluation: eval.batch_size is the row count sized for their memory
@@ -139,12 +140,8 @@ def dagger_dialogues(cfg: Config, session: Any, n: int, seed: int) -> tuple[list
         if ep.aborted or ep.num_turns < 2:
             continue
         t = rng.randint(1, ep.num_turns - 1)
-        taken = play(env, ep.task, task_rng(seed, ep.task), prefix=[turn.action_text for turn in ep.turns[:t]])
-        replayed = [turn.label for turn in taken.turns[:t]]
-        if replayed != [turn.label for turn in ep.turns[:t]]:
-            raise RuntimeError(f"DAgger: replaying the model's game on {ep.task.task_id!r} got other answers "
-                               f"({replayed} against {[turn.label for turn in ep.turns[:t]]}): the env is not deterministic")
-        if taken.num_turns == t:
+        taken = expert_takeover(play, env, ep, t, seed)
+        if taken is None:
             continue
         chat = taken.chat()
         for m in [m for m in chat if m["role"] == "assistant"][:t]:

@@ -6,6 +6,8 @@ Scoring (log-probs at the action positions, the shared opening run once) is the 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from turncredit.episode import Episode
@@ -23,7 +25,8 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int) -> TokenBatch:
                                  "(turncredit.credit.assign_advantages) sets one on every turn")
             a = float(t.advantage)
             adv += [0.0] * len(t.prompt_ids) + [a] * len(t.action_ids)
-            lp += [0.0] * len(t.prompt_ids) + list(t.sampler_logprobs)
+            # an expert's action has no sampler log-probs: NaN, read as "π_old itself" by the update
+            lp += [0.0] * len(t.prompt_ids) + (list(t.sampler_logprobs) if ep.sampled(i) else [math.nan] * len(t.action_ids))
         advs.append(adv)
         lps.append(lp)
     return pack([ep.token_ids() for ep in episodes], [ep.action_mask() for ep in episodes],

@@ -24,6 +24,7 @@ from turncredit.credit import assign_advantages
 from turncredit.rewards import SHAPERS, shaper_needs
 from turncredit.credit.filters import group_reward_std, variance_filter
 from turncredit.episode import Episode, write_episodes
+from turncredit.guidance import check_can_take_over, guided_members
 from turncredit.loggers import make_loggers
 from turncredit.progress import Progress
 from turncredit.rollout import RolloutStats, SamplingParams, resolve_refill, run_episodes
@@ -72,6 +73,11 @@ def group_id(step: int, j: int) -> str:
 def check_applicable(cfg: Config, env: Any) -> None:
     """A reward shaper that needs task fields this environment lacks is a config error now,
     not a crash (or silent zeros) after the first rollout."""
+    if cfg.algo.expert_guidance:
+        try:
+            check_can_take_over(env.expert(), env, "algo.expert_guidance")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     need = shaper_needs(cfg.algo.reward_shaper).task_fields
     tasks = env.tasks("train") if need else []
     missing = [f for f in need if tasks and f not in tasks[0].data]
@@ -188,10 +194,27 @@ class Trainer(PPOUpdate):
             eps = run_episodes(
                 env, self.session.backend, self.session.bridge, [tasks[i] for i in mine], [gids[i] for i in mine],
                 SamplingParams.of(r),
-                seed=self.cfg.run.seed * 1_000_003 + step, batch_size=r.batch_size, stats=stats,
+                seed=self._rollout_seed(step), batch_size=r.batch_size, stats=stats,
                 on_finished=bar.update, refill=resolve_refill(r.continuous_batching, self.session.device),
             )
         return mine, eps, stats
+
+    def _rollout_seed(self, step: int) -> int:
+        return self.cfg.run.seed * 1_000_003 + step
+
+    def _add_guided(self, step: int, mine: list[int], own: list[Episode], env: Any) -> tuple[list[int], list[Episode]]:
+        """`algo.expert_guidance` members for this rank's groups, indexed after every rank's
+        policy episodes (group j's s-th at n + j·m + s), so sharing keeps one order everywhere."""
+        m, r = self.cfg.algo.expert_guidance, self.cfg.rollout
+        guided = guided_members(env, self.session.bridge, own, m, random.Random(self._rollout_seed(step) * 31 + 7),
+                                self._rollout_seed(step))
+        n = r.tasks_per_step * r.group_size
+        slot = {group_id(step, j): n + j * m for j in range(r.tasks_per_step)}
+        index = []
+        for ep in guided:
+            index.append(slot[ep.group_id])
+            slot[ep.group_id] += 1
+        return mine + index, own + guided
 
     def _share(self, mine: list[int], eps: list[Episode], stats: RolloutStats) -> tuple[list[Episode], RolloutStats]:
         """Every rank's episodes, in task order, on every rank."""
@@ -238,6 +261,8 @@ class Trainer(PPOUpdate):
         shaper = SHAPERS.get(algo.reward_shaper)
         with self.dist.full_weights(self.scorer):  # generation and shaping read whole weights
             mine, own, rollout_stats = self._play_own_groups(step, tasks, env)
+            if algo.expert_guidance:
+                mine, own = self._add_guided(step, mine, own, env)
             seconds_rollout = time.perf_counter() - t0
             # shapers are group-local and a group never spans ranks: each rank shapes its own
             t_shape = time.perf_counter()
@@ -309,10 +334,14 @@ class Trainer(PPOUpdate):
     # ------------------------------------------------------------------ metrics
 
     def _metrics(self, step, episodes, trainable, rstats, ustats, t_rollout, t_update) -> dict[str, Any]:
+        guided = [ep for ep in episodes if ep.expert_from is not None]
+        episodes = [ep for ep in episodes if ep.expert_from is None]  # how the policy played
         rewards = [ep.total_reward for ep in episodes]
         stds = list(group_reward_std(episodes).values())
         return {
             "step": step,
+            **({"guided_episodes": len(guided), "guided_success_rate": statistics.fmean(float(ep.success) for ep in guided),
+                "guided_expert_turns": sum(ep.num_turns - ep.expert_from for ep in guided)} if guided else {}),
             "reward_mean": statistics.fmean(rewards),
             "reward_std": statistics.pstdev(rewards),
             "success_rate": statistics.fmean(float(ep.success) for ep in episodes),

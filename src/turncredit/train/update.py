@@ -40,7 +40,7 @@ class UpdateStats:
     ref_kl: float = 0.0
     entropy: float = 0.0
     grad_norm: float = 0.0
-    logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on action tokens
+    logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on the sampled action tokens
     logprob_gap_max: float = 0.0  # the largest of those
     tis_capped: float = 0.0  # share of action tokens whose importance weight hit train.tis_cap
     tokens: int = 0  # action tokens trained on
@@ -65,6 +65,7 @@ class OldPolicy:
         self.tis, self.tis_cap = tis, tis_cap
         self.is_weights: dict[int, torch.Tensor | None] = {}
         self.gap_sum = self.gap_max = self.capped = 0.0  # over action tokens: |π_old − π_sampler| in log-prob
+        self.sampled = 0  # action tokens the sampler drew (not an expert's)
 
     def get(self, i: int, logprobs: torch.Tensor, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Micro-batch i's π_old log-probs and truncated importance weights (None without TIS),
@@ -73,9 +74,13 @@ class OldPolicy:
             self.logprobs[i] = logprobs.detach()
         old = self.logprobs[i]
         if i not in self.is_weights:
-            weights = truncated_is_weights(old, batch.sampler_logprobs, batch.targets, self.tis_cap) if self.tis else None
+            # an expert's token (NaN: no sampler) counts as drawn by π_old: weight 1, no gap
+            sampled = ~torch.isnan(batch.sampler_logprobs)
+            sampler = torch.where(sampled, batch.sampler_logprobs, old)
+            weights = truncated_is_weights(old, sampler, batch.targets, self.tis_cap) if self.tis else None
             self.is_weights[i] = weights
-            gap = (old - batch.sampler_logprobs).abs() * batch.targets
+            gap = (old - sampler).abs() * batch.targets
+            self.sampled += int((sampled & batch.targets.bool()).sum())
             self.gap_sum += gap.sum().item()
             self.gap_max = max(self.gap_max, gap.max().item())
             if weights is not None:
@@ -164,7 +169,7 @@ class PPOUpdate:
         for key, total in totals.items():
             setattr(stats, key, total / max(1, stats.optimizer_steps))
         stats.tokens = sum(b.num_tokens for b in batches)
-        stats.logprob_gap = old.gap_sum / max(1, stats.tokens)
+        stats.logprob_gap = old.gap_sum / max(1, old.sampled)
         stats.logprob_gap_max, stats.tis_capped = old.gap_max, old.capped / max(1, stats.tokens)
         stats.sequence_tokens = sum(int(b.attention_mask.sum()) for b in batches)
         return stats

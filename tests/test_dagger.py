@@ -64,7 +64,7 @@ def _tiny_cfg(tmp_path, tiny_policy, smol_tokenizer, *extra: str):
     tiny = save_checkpoint(tiny_policy, smol_tokenizer, tmp_path / "tiny")
     return load_config("configs/20q-main.yaml", [
         f"model.name={tiny}", "env.options.max_turns=4", "env.options.num_candidates=4", "rollout.max_new_tokens=4",
-        "sft.num_demos=4", "sft.epochs=1", "sft.batch_size=4", "run.threads=0", *extra])
+        "sft.num_demos=4", "sft.epochs=1", "sft.batch_size=4", "sft.trainable_layers=0", "run.threads=0", *extra])
 
 
 def test_dagger_chats_hold_the_models_questions_as_context_then_the_experts(tmp_path, tiny_policy, smol_tokenizer,

@@ -202,14 +202,15 @@ class Trainer(PPOUpdate):
     def _rollout_seed(self, step: int) -> int:
         return self.cfg.run.seed * 1_000_003 + step
 
-    def _add_guided(self, step: int, mine: list[int], own: list[Episode], env: Any) -> tuple[list[int], list[Episode]]:
+    def _add_guided(self, step: int, n_groups: int, mine: list[int], own: list[Episode], env: Any
+                    ) -> tuple[list[int], list[Episode]]:
         """`algo.expert_guidance` members for this rank's groups, indexed after every rank's
         policy episodes (group j's s-th at n + j·m + s), so sharing keeps one order everywhere."""
-        m, r = self.cfg.algo.expert_guidance, self.cfg.rollout
+        m = self.cfg.algo.expert_guidance
         guided = guided_members(env, self.session.bridge, own, m, random.Random(self._rollout_seed(step) * 31 + 7),
                                 self._rollout_seed(step))
-        n = r.tasks_per_step * r.group_size
-        slot = {group_id(step, j): n + j * m for j in range(r.tasks_per_step)}
+        n = n_groups * self.cfg.rollout.group_size
+        slot = {group_id(step, j): n + j * m for j in range(n_groups)}
         index = []
         for ep in guided:
             index.append(slot[ep.group_id])
@@ -262,7 +263,8 @@ class Trainer(PPOUpdate):
         with self.dist.full_weights(self.scorer):  # generation and shaping read whole weights
             mine, own, rollout_stats = self._play_own_groups(step, tasks, env)
             if algo.expert_guidance:
-                mine, own = self._add_guided(step, mine, own, env)
+                n_groups = self.cfg.rollout.tasks_per_step if tasks is None else len(tasks)
+                mine, own = self._add_guided(step, n_groups, mine, own, env)
             seconds_rollout = time.perf_counter() - t0
             # shapers are group-local and a group never spans ranks: each rank shapes its own
             t_shape = time.perf_counter()

@@ -92,8 +92,7 @@ def test_micro_batches_by_tokens_hold_at_most_the_budget():
     from turncredit.config import TrainConfig
     from turncredit.train.update import micro_batches
 
-    eps = [SimpleNamespace(token_ids=lambda n=n: [0] * n, n=n, expert_from=None, group_id="g")
-           for n in (5, 100, 40, 60, 30, 20)]
+    eps = [SimpleNamespace(token_ids=lambda n=n: [0] * n, n=n) for n in (5, 100, 40, 60, 30, 20)]
     # descending 100, 60, 40, 30, 20, 5; budget 130 padded tokens (longest × count):
     # [100] (100·2 > 130), [60, 40] (60·3 > 130), [30, 20, 5, ...] = 30·3 = 90 ≤ 130
     chunks = micro_batches(eps, TrainConfig(micro_batch_tokens=130))
@@ -101,36 +100,6 @@ def test_micro_batches_by_tokens_hold_at_most_the_budget():
     chunks = micro_batches(eps, TrainConfig(micro_batch_tokens=10))  # a sequence longer than the budget goes alone
     assert [len(c) for c in chunks] == [1] * 6
     assert [[e.n for e in c] for c in micro_batches(eps, TrainConfig(micro_batch_size=4))] == [[100, 60, 40, 30], [20, 5]]
-
-
-def test_a_guided_episode_trains_in_a_micro_batch_with_the_peer_it_continues(tiny_policy):
-    """Peers A and B (group g) and C (group h); G continues B's game (it shares B's first 30
-    tokens, A's first 10): [B, G] is a micro-batch of its own, which the forward opens with
-    those 30 tokens run once; the rest are packed by tokens as before. A family over the
-    budget is dealt out like any other episodes."""
-    from types import SimpleNamespace
-
-    from turncredit.config import TrainConfig
-    from turncredit.policy.scoring import ActionLogits, pack
-    from turncredit.train.update import families, micro_batches
-
-    def ep(name, ids, group="g", expert_from=None):
-        return SimpleNamespace(token_ids=lambda: ids, n=name, group_id=group, expert_from=expert_from)
-
-    opening = list(range(10, 20))
-    a = ep("A", opening + [1] * 40)
-    b = ep("B", opening + [2] * 20 + [3] * 20)
-    c = ep("C", opening + [2] * 20 + [4] * 10, group="h")  # the same tokens as B, but another group
-    g = ep("G", opening + [2] * 20 + [5] * 15, expert_from=1)
-    assert [[e.n for e in f] for f in families([a, b, g, c])] == [["A"], ["B", "G"], ["C"]]
-    chunks = micro_batches([a, b, g, c], TrainConfig(micro_batch_tokens=120))
-    assert [[e.n for e in ch] for ch in chunks] == [["B", "G"], ["A", "C"]]  # lengths 50 45 | 50 40
-    family = pack([e.token_ids() for e in chunks[0]], [[1] * 50, [1] * 45], pad_id=0)
-    assert ActionLogits(tiny_policy)._shared_prefix(tiny_policy, family.input_ids, family.attention_mask) == 30
-    # over the budget (50 × 2 > 90): dealt out by length like the rest
-    chunks = micro_batches([a, b, g, c], TrainConfig(micro_batch_tokens=90))
-    assert [[e.n for e in ch] for ch in chunks] == [["A"], ["B"], ["G", "C"]]
-    assert [[e.n for e in ch] for ch in micro_batches([a, b, g, c], TrainConfig(micro_batch_size=2))] == [["B", "G"], ["A", "C"]]
 
 
 def test_activation_checkpointing_and_token_micro_batches_leave_the_update_unchanged(

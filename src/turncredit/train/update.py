@@ -107,66 +107,21 @@ def needs_old_pass(schedule: list[list[list[int]]], n: int) -> list[int]:
     return [i for i in range(n) if i not in first]
 
 
-def families(episodes: list[Episode]) -> list[list[Episode]]:
-    """Each guided episode together with the peer whose game it continues (the policy's episode
-    of its group with which it shares the longest token prefix: the peer's first t turns), the
-    peer first; every other episode alone. Order: the episodes' own."""
-    by_group: dict[str, list[list[Episode]]] = {}
-    out: list[list[Episode]] = []
-    for ep in episodes:
-        if ep.expert_from is None:
-            out.append([ep])
-            by_group.setdefault(ep.group_id, []).append(out[-1])
-    for ep in episodes:
-        if ep.expert_from is None:
-            continue
-        ids = ep.token_ids()
-        peers = by_group.get(ep.group_id, [])
-        if not peers:
-            out.append([ep])
-            continue
-        max(peers, key=lambda fam: _common_prefix(fam[0].token_ids(), ids)).append(ep)
-    return out
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def micro_batches(episodes: list[Episode], train: TrainConfig) -> list[list[Episode]]:
     """Length-sorted micro-batches (similar lengths share one: less padding; the loss is
     order-free): `micro_batch_size` episodes each, or, with `micro_batch_tokens`, as many as fit
     that many padded tokens (longest × count), at least one, so memory follows the tokens held,
-    not the number of episodes.
-
-    A guided episode and its peer (`families`) make a micro-batch of their own when it fits:
-    they open with the same game up to the expert's first turn, which the forward then runs once
-    (`ActionLogits`' shared opening) instead of once per row."""
-    def fits(n_rows: int, longest: int) -> bool:
-        if train.micro_batch_tokens:
-            return longest * n_rows <= train.micro_batch_tokens
-        return n_rows <= train.micro_batch_size
-
+    not the number of episodes."""
+    by_len = sorted(episodes, key=lambda ep: len(ep.token_ids()), reverse=True)
+    if not train.micro_batch_tokens:
+        return [by_len[i:i + train.micro_batch_size] for i in range(0, len(by_len), train.micro_batch_size)]
     chunks: list[list[Episode]] = []
-    singles: list[Episode] = []
-    for fam in families(episodes):
-        if len(fam) > 1 and fits(len(fam), max(len(ep.token_ids()) for ep in fam)):
-            chunks.append(fam)
+    for ep in by_len:  # descending: a chunk's first episode is its longest
+        if chunks and len(chunks[-1][0].token_ids()) * (len(chunks[-1]) + 1) <= train.micro_batch_tokens:
+            chunks[-1].append(ep)
         else:
-            singles += fam
-    packed: list[list[Episode]] = []
-    for ep in sorted(singles, key=lambda ep: len(ep.token_ids()), reverse=True):
-        # descending: a chunk's first episode is its longest
-        if packed and fits(len(packed[-1]) + 1, len(packed[-1][0].token_ids())):
-            packed[-1].append(ep)
-        else:
-            packed.append([ep])
-    return sorted(chunks + packed, key=lambda c: max(len(ep.token_ids()) for ep in c), reverse=True)
+            chunks.append([ep])
+    return chunks
 
 
 class PPOUpdate:

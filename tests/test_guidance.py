@@ -121,6 +121,50 @@ def test_a_step_with_expert_guidance_trains_on_mixed_groups(tmp_path, tiny_polic
     assert all(any(x.advantage for x in ep.turns[ep.expert_from:]) for ep in guided)  # the estimator scored them
 
 
+def test_the_expert_sft_loss_is_the_mean_nll_of_the_expert_tokens() -> None:
+    """Targets at positions 1..3 of one row; the sampler drew position 1 (−1.0), an expert wrote
+    2 and 3 (NaN). log π_θ = −0.7, −2.0, −0.5 there: Σ −log π over the expert's = 2.5."""
+    from turncredit.train.loss import expert_nll
+
+    batch = pack([[5, 6, 7, 8, 9]], [[0, 0, 1, 1, 1]], pad_id=0, sampler_logprobs=[[0.0, 0.0, -1.0, math.nan, math.nan]])
+    assert batch.expert_targets.tolist() == [[False, False, True, True]]
+    logprobs = torch.tensor([[0.0, -0.7, -2.0, -0.5]], requires_grad=True)
+    nll = expert_nll(logprobs, batch.expert_targets)
+    assert nll.item() == pytest.approx(2.5)
+    nll.backward()
+    assert logprobs.grad.tolist() == [[0.0, 0.0, -1.0, -1.0]]
+
+
+def test_the_expert_sft_term_trains_the_expert_tokens_harder(tmp_path, tiny_policy, smol_tokenizer) -> None:
+    """Same step, same episodes, μ = 0 against μ = 5: the expert's tokens end likelier with the
+    SFT term (it adds μ / N_e to each one's −∇log π), and the step logs their mean NLL."""
+    from turncredit.train.trainer import Trainer
+
+    runs = {}
+    for mu in (0.0, 5.0):
+        cfg = _tiny_cfg(tmp_path, tiny_policy, smol_tokenizer, "algo.expert_guidance=1", f"algo.expert_sft_coef={mu}",
+                        "train.lr_warmup_steps=0", "train.lr=1e-3", "train.minibatches=1")
+        trainer = Trainer(cfg, run_dir=tmp_path / f"run{mu}")
+        played = trainer.play(1)
+        guided = [ep for ep in played.episodes if ep.expert_from is not None]
+        before = _expert_logprob(trainer, guided)
+        learned = trainer.learn(1, played.episodes)
+        runs[mu] = (before, _expert_logprob(trainer, guided), learned.update.expert_nll)
+    (b0, a0, nll0), (b5, a5, nll5) = runs[0.0], runs[5.0]
+    assert b0 == pytest.approx(b5) and a5 > a0 + 0.05, runs  # measured: +0.28 against +0.18
+    assert nll0 == 0.0 and nll5 == pytest.approx(-b5, rel=1e-2)  # one minibatch: scored before the step
+
+
+def _expert_logprob(trainer, guided: list[Episode]) -> float:
+    """Mean log π_θ of the guided members' expert tokens (their action mask holds only those)."""
+    from turncredit.policy.scoring import action_logprobs
+
+    batch = pack([ep.token_ids() for ep in guided], [ep.action_mask() for ep in guided], pad_id=trainer.session.pad_id)
+    with torch.no_grad():
+        logprobs, _ = action_logprobs(trainer.model, batch, trainer.cfg.rollout.temperature)
+    return (logprobs.sum() / batch.targets.sum()).item()
+
+
 def test_expert_guidance_needs_an_expert_that_can_take_over(tmp_path, tiny_policy, smol_tokenizer) -> None:
     from turncredit.config import ConfigError, load_config
     from turncredit.train.trainer import Trainer
@@ -131,3 +175,5 @@ def test_expert_guidance_needs_an_expert_that_can_take_over(tmp_path, tiny_polic
         Trainer(cfg, run_dir=tmp_path / "run")
     with pytest.raises(ConfigError, match="algo.expert_guidance"):
         load_config("configs/20q-main.yaml", ["algo.expert_guidance=9"])  # more than the group's 8
+    with pytest.raises(ConfigError, match="algo.expert_sft_coef.*unless algo.expert_guidance > 0"):
+        load_config("configs/20q-main.yaml", ["algo.expert_guidance=0", "algo.expert_sft_coef=0.5"])

@@ -258,6 +258,8 @@ def _check_ranges(cfg: Config) -> None:
         ("algo.keep_group_fraction", 0 < cfg.algo.keep_group_fraction <= 1, "in (0, 1]"),
         ("algo.expert_guidance", 0 <= cfg.algo.expert_guidance <= cfg.rollout.group_size,
          "in [0, rollout.group_size] (0 = on-policy groups only)"),
+        ("algo.expert_sft_coef", cfg.algo.expert_sft_coef >= 0 and (cfg.algo.expert_sft_coef == 0 or cfg.algo.expert_guidance > 0),
+         "≥ 0, and 0 unless algo.expert_guidance > 0 (the expert's turns it trains on come from the guided members)"),
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
         ("train.lr_warmup_steps", cfg.train.lr_warmup_steps >= 0, "≥ 0 (0 = no warm-up)"),

@@ -36,6 +36,12 @@ class TokenBatch:
     def num_tokens(self) -> int:
         return int(self.targets.sum().item())
 
+    @property
+    def expert_targets(self) -> torch.Tensor:
+        """[B, L-1] bool: target positions whose token an expert wrote, not the sampler (their
+        sampler log-prob is NaN: `turncredit.train.forward.episodes_to_batch`)."""
+        return self.targets.bool() & torch.isnan(self.sampler_logprobs)
+
     def to(self, device: torch.device | str) -> "TokenBatch":
         return TokenBatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 

@@ -163,6 +163,19 @@ def truncated_is_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: T
     return torch.exp(log_w).clamp(max=cap)
 
 
+def expert_nll(logprobs: Tensor, expert_mask: Tensor) -> Tensor:
+    """The SFT loss's numerator on the expert's tokens (the caller divides by N_e, the expert
+    tokens of the whole minibatch, so micro-batches add up to its token mean):
+
+        Σ_{b,t} −log π_θ(a_{b,t} | s_{b,t}) · e_{b,t}
+
+    e = 1 where an expert wrote the target token. Masked positions never count, whatever
+    they hold.
+    """
+    _check_same_2d(logprobs=logprobs, expert_mask=expert_mask)
+    return -_masked(logprobs, expert_mask.bool()).sum()
+
+
 # --- KL to a reference policy -----------------------------------------------------------------
 
 KLEstimator = Callable[[Tensor, Tensor], Tensor]

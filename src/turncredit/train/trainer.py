@@ -362,6 +362,7 @@ class Trainer(PPOUpdate):
             "grad_norm": ustats.grad_norm,
             "skipped_updates": ustats.skipped_updates,
             "loss": ustats.loss,
+            "expert_nll": ustats.expert_nll,
             "logprob_gap": ustats.logprob_gap,
             "logprob_gap_max": ustats.logprob_gap_max,
             "tis_capped": ustats.tis_capped,

@@ -22,7 +22,7 @@ from turncredit.episode import Episode
 from turncredit.policy.scoring import TokenBatch, action_logprobs, autocast, idle_batch, model_device
 from turncredit.train.distributed import full_tensor
 from turncredit.train.forward import episodes_to_batch
-from turncredit.train.loss import PPOLoss, truncated_is_weights
+from turncredit.train.loss import PPOLoss, expert_nll, truncated_is_weights
 from turncredit.train.schedule import optimizer_steps_taken, set_lr, warmup_lr
 
 log = logging.getLogger(__name__)
@@ -43,14 +43,16 @@ class UpdateStats:
     logprob_gap: float = 0.0  # mean |trainer − sampler| log-prob on the sampled action tokens
     logprob_gap_max: float = 0.0  # the largest of those
     tis_capped: float = 0.0  # share of action tokens whose importance weight hit train.tis_cap
+    expert_nll: float = 0.0  # mean −log π_θ of the guided members' expert tokens (with algo.expert_sft_coef)
     tokens: int = 0  # action tokens trained on
     sequence_tokens: int = 0  # all non-padding tokens forwarded (what TRL counts as num_tokens)
     optimizer_steps: int = 0
     skipped_updates: int = 0  # optimizer steps not taken because the loss or gradient was not finite
 
 
-#: the `PPOLoss` stats logged per optimizer step (weighted over micro-batches like the loss)
-LOSS_STATS = ("loss", "clip_fraction", "dual_clip_fraction", "approx_kl", "ref_kl", "entropy")
+#: the loss terms logged per optimizer step (weighted over micro-batches like the loss): the
+#: `PPOLoss` stats and the expert's SFT loss (`expert_nll`, "loss" leaves it out)
+LOSS_STATS = ("loss", "clip_fraction", "dual_clip_fraction", "approx_kl", "ref_kl", "entropy", "expert_nll")
 
 
 class OldPolicy:
@@ -131,7 +133,8 @@ class PPOUpdate:
         return self.cfg.train.ppo_epochs * len(micro_batches(episodes, self.cfg.train))
 
     def update(self, episodes: list[Episode], on_micro_batch: Callable[[int], None] | None = None) -> UpdateStats:
-        """PPO on this rank's share of a step's episodes; the loss is `PPOLoss`.
+        """PPO on this rank's share of a step's episodes; the loss is `PPOLoss`, plus
+        `algo.expert_sft_coef` × the SFT loss on the guided members' expert tokens.
 
         The episodes are packed into micro-batches. Each of `train.ppo_epochs` epochs deals them
         into `train.minibatches` minibatches, and each minibatch is one optimizer step on its
@@ -208,6 +211,8 @@ class PPOUpdate:
         total = self.dist.sum_floats([sum(sizes)])[0]  # the minibatch over all ranks
         if total == 0:
             return None
+        sft_coef = self.cfg.algo.expert_sft_coef
+        expert_total = self.dist.sum_floats([sum(int(batches[i].expert_targets.sum()) for i in minibatch)])[0]
         # a sharded forward is a collective: a rank with fewer micro-batches adds empty passes
         idle_passes = self.dist.forward_passes(len(minibatch)) - len(minibatch)
         self.optimizer.zero_grad(set_to_none=True)
@@ -220,10 +225,15 @@ class PPOUpdate:
             old_logprobs, is_weights = old.get(i, logprobs, batch)
             loss, info = loss_fn(logprobs, old_logprobs, batch.advantages, batch.targets, entropy,
                                  ref_logprobs=None if ref_logprobs is None else ref_logprobs[i], is_weights=is_weights)
-            (loss * weight).backward()
+            loss = loss * weight
+            if sft_coef and expert_total:  # + μ · (SFT loss on the expert's tokens, token mean over the minibatch)
+                nll = expert_nll(logprobs, batch.expert_targets) / expert_total
+                loss = loss + sft_coef * nll
+                logged["expert_nll"] += nll.item()
+            loss.backward()
             if on_micro_batch is not None:
                 on_micro_batch(1)
-            for key in logged:
+            for key in info.keys() & logged.keys():
                 logged[key] += weight * info[key]
         for _ in range(idle_passes):
             with autocast(self.bf16):  # a zero-weight pass: this rank's part in the collectives

@@ -76,13 +76,13 @@ class OldPolicy:
             self.logprobs[i] = logprobs.detach()
         old = self.logprobs[i]
         if i not in self.is_weights:
-            # an expert's token (NaN: no sampler) counts as drawn by π_old: weight 1, no gap
-            sampled = ~torch.isnan(batch.sampler_logprobs)
-            sampler = torch.where(sampled, batch.sampler_logprobs, old)
+            # an expert's token (no sampler) counts as drawn by π_old: weight 1, no gap
+            expert = batch.expert_targets
+            sampler = torch.where(expert, old, batch.sampler_logprobs)
             weights = truncated_is_weights(old, sampler, batch.targets, self.tis_cap) if self.tis else None
             self.is_weights[i] = weights
             gap = (old - sampler).abs() * batch.targets
-            self.sampled += int((sampled & batch.targets.bool()).sum())
+            self.sampled += int((batch.targets.bool() & ~expert).sum())
             self.gap_sum += gap.sum().item()
             self.gap_max = max(self.gap_max, gap.max().item())
             if weights is not None:
@@ -212,7 +212,8 @@ class PPOUpdate:
         if total == 0:
             return None
         sft_coef = self.cfg.algo.expert_sft_coef
-        expert_total = self.dist.sum_floats([sum(int(batches[i].expert_targets.sum()) for i in minibatch)])[0]
+        expert_total = (self.dist.sum_floats([sum(int(batches[i].expert_targets.sum()) for i in minibatch)])[0]
+                        if sft_coef else 0)
         # a sharded forward is a collective: a rank with fewer micro-batches adds empty passes
         idle_passes = self.dist.forward_passes(len(minibatch)) - len(minibatch)
         self.optimizer.zero_grad(set_to_none=True)

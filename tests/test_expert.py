@@ -8,7 +8,7 @@ import pytest
 
 from turncredit.envs.base import Task
 from turncredit.envs.twenty_questions.env import TwentyQuestionsEnv, TwentyQuestionsOptions
-from turncredit.envs.twenty_questions.expert import ExpertQuestioner, article, entropy, phrase
+from turncredit.envs.twenty_questions.expert import ExpertQuestioner, article, entropy, guess, phrase
 from turncredit.envs.twenty_questions.oracle import WordNetOracle
 from turncredit.envs.twenty_questions.words import SecretWord as S
 from turncredit.episode import read_episodes, write_episodes
@@ -145,7 +145,23 @@ def test_noise_free_expert_draws_nothing_from_the_rng(expert: ExpertQuestioner) 
     assert (ExpertQuestioner(early_guess_rate=0.0).play(env, task, random.Random(9)).to_dict()
             == expert.play(env, task, random.Random(9)).to_dict())
     with pytest.raises(ValueError, match="early_guess_rate"):
-        ExpertQuestioner(early_guess_rate=1.0)
+        ExpertQuestioner(early_guess_rate=1.5)
+
+
+def test_the_list_walking_expert_guesses_listed_words_still_possible_and_wins_within_the_list() -> None:
+    """early_guess_rate 1: no category question; each turn guesses a listed word no answer has
+    ruled out, never the same twice, so an 8-word game is won within 8 turns."""
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8))
+    walker = ExpertQuestioner(early_guess_rate=1.0)
+    lengths = []
+    for i, task in enumerate(env.tasks("test")[:12]):
+        ep = walker.play(env, task, random.Random(i))
+        listed = ep.messages[-1]["content"].split("these 8 words: ", 1)[1].split(".", 1)[0].split(", ")
+        guessed = [t.action_text for t in ep.turns]
+        assert ep.success and 1 <= ep.num_turns <= 8
+        assert len(set(guessed)) == len(guessed) and set(guessed) <= {guess(w) for w in listed}
+        lengths.append(ep.num_turns)
+    assert len(set(lengths)) > 1  # the order is random: the secret is not always found at the same turn
 
 
 def test_sft_env_options_play_the_demonstrations_on_their_own_words(tmp_path) -> None:

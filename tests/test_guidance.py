@@ -81,6 +81,25 @@ def test_a_guided_member_continues_a_lost_game_with_the_expert_and_trains_only_i
     assert Episode.from_dict(json.loads(json.dumps(g.to_dict()))).expert_from == t
 
 
+def test_a_list_walking_takeover_guesses_the_words_the_peers_questions_left(smol_tokenizer) -> None:
+    """With {early_guess_rate: 1} the expert takes over with guesses only: listed words that
+    the peer's answers have not ruled out, never the peer's wrong guess again."""
+    env = TwentyQuestionsEnv(TwentyQuestionsOptions(num_candidates=8, max_turns=12))
+    bridge = ChatBridge(smol_tokenizer)
+    task = env.tasks("train")[5]
+    _, state = env.reset(task, task_rng(SEED, task))
+    listed = [c.word for c in state.candidates]
+    wrong = [w for w in listed if w != task.data["secret"]]
+    lost = _played(env, bridge, task, [guess(wrong[0])] + [guess(wrong[1])] * 11)
+    (g,) = guided_members(env, bridge, [lost], per_group=1, rng=random.Random(0), seed=SEED,
+                          expert_options={"early_guess_rate": 1.0})
+    expert = [x.action_text for x in g.turns[g.expert_from:]]
+    ruled_out = {guess(wrong[0])} | ({guess(wrong[1])} if g.expert_from >= 2 else set())
+    assert g.success and expert[-1] == guess(task.data["secret"])
+    assert set(expert) <= {guess(w) for w in listed} - ruled_out and len(set(expert)) == len(expert)
+    assert len(expert) <= 8 - len(ruled_out)
+
+
 def test_expert_tokens_count_as_drawn_by_pi_old_no_gap_and_weight_one() -> None:
     """Two action tokens sampled (log-probs −1.0 and −3.0) and one an expert wrote (NaN);
     π_old = −1.5, −1.5, −2.0. TIS weights min(e^{old − sampler}, 2): e^{−0.5}, 2 (capped), 1;
@@ -177,3 +196,9 @@ def test_expert_guidance_needs_an_expert_that_can_take_over(tmp_path, tiny_polic
         load_config("configs/20q-main.yaml", ["algo.expert_guidance=9"])  # more than the group's 8
     with pytest.raises(ConfigError, match="algo.expert_sft_coef.*unless algo.expert_guidance > 0"):
         load_config("configs/20q-main.yaml", ["algo.expert_guidance=0", "algo.expert_sft_coef=0.5"])
+    with pytest.raises(ConfigError, match="algo.guidance_expert_options.*unless algo.expert_guidance > 0"):
+        load_config("configs/20q-main.yaml", ["algo.expert_guidance=0", "algo.guidance_expert_options={early_guess_rate: 1.0}"])
+    cfg = load_config("configs/20q-main.yaml", [f"model.name={tiny}", "run.threads=0",
+                                                "algo.guidance_expert_options={early_guess_rate: 2.0}"])
+    with pytest.raises(ConfigError, match=r"algo.guidance_expert_options: early_guess_rate: expected a probability in \[0, 1\]"):
+        Trainer(cfg, run_dir=tmp_path / "run2")

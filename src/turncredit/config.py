@@ -260,6 +260,8 @@ def _check_ranges(cfg: Config) -> None:
          "in [0, rollout.group_size] (0 = on-policy groups only)"),
         ("algo.expert_sft_coef", cfg.algo.expert_sft_coef >= 0 and (cfg.algo.expert_sft_coef == 0 or cfg.algo.expert_guidance > 0),
          "≥ 0, and 0 unless algo.expert_guidance > 0 (the expert's turns it trains on come from the guided members)"),
+        ("algo.guidance_expert_options", not cfg.algo.guidance_expert_options or cfg.algo.expert_guidance > 0,
+         "empty unless algo.expert_guidance > 0 (they configure the expert that takes over)"),
         ("train.betas", len(cfg.train.betas) == 2, "two numbers"),
         ("train.minibatches", cfg.train.minibatches >= 1, "≥ 1"),
         ("train.lr_warmup_steps", cfg.train.lr_warmup_steps >= 0, "≥ 0 (0 = no warm-up)"),

@@ -87,6 +87,10 @@ class AlgoConfig:
     #: of the group's games after t ~ U{1..T−1} turns (lost games first): mixed on-/off-policy
     #: groups, trained on the expert's turns only (`turncredit.guidance`); 0 = on-policy only
     expert_guidance: int = 0
+    #: options of the expert that takes over (the environment's `expert(**options)`):
+    #: {early_guess_rate: 1.0} for a 20 Questions expert that guesses the listed words still
+    #: possible instead of asking category questions; {} = the perfect expert
+    guidance_expert_options: dict[str, Any] = field(default_factory=dict)
     #: μ ≥ 0: the update's loss also gets μ · the SFT loss on the guided members' expert turns,
     #: −log π_θ averaged over those tokens in each minibatch (`expert_nll`; CHORD's mixed
     #: objective, Zhang et al. 2025): DAgger's relabelling learnt inside RL. 0 = off

@@ -50,13 +50,14 @@ def expert_takeover(play: Callable[..., Episode], env: Any, ep: Episode, t: int,
 
 
 def guided_members(env: Any, bridge: ChatBridge, episodes: Sequence[Episode], per_group: int,
-                   rng: random.Random, seed: int) -> list[Episode]:
+                   rng: random.Random, seed: int, expert_options: dict[str, Any] | None = None) -> list[Episode]:
     """Up to `per_group` guided members for each group of `episodes` (played with rollout seed
-    `seed`): a member's game to t ~ U{1, …, T−1}, then the expert's. Lost games are taken
-    over first (where the policy's own continuation failed); the rest in `rng`'s order."""
+    `seed`): a member's game to t ~ U{1, …, T−1}, then the expert's (`env.expert(**expert_options)`).
+    Lost games are taken over first (where the policy's own continuation failed); the rest in
+    `rng`'s order."""
     if per_group <= 0:
         return []
-    play = env.expert()
+    play = env.expert(**(expert_options or {}))
     check_can_take_over(play, env, "algo.expert_guidance")
     groups: dict[str, list[Episode]] = {}
     for ep in episodes:

@@ -75,7 +75,11 @@ def check_applicable(cfg: Config, env: Any) -> None:
     not a crash (or silent zeros) after the first rollout."""
     if cfg.algo.expert_guidance:
         try:
-            check_can_take_over(env.expert(), env, "algo.expert_guidance")
+            play = env.expert(**cfg.algo.guidance_expert_options)
+        except (TypeError, ValueError) as e:  # an unknown or out-of-range option of the expert
+            raise ConfigError(f"algo.guidance_expert_options: {e}") from None
+        try:
+            check_can_take_over(play, env, "algo.expert_guidance")
         except ValueError as e:
             raise ConfigError(str(e)) from None
     need = shaper_needs(cfg.algo.reward_shaper).task_fields
@@ -208,7 +212,7 @@ class Trainer(PPOUpdate):
         policy episodes (group j's s-th at n + j·m + s), so sharing keeps one order everywhere."""
         m = self.cfg.algo.expert_guidance
         guided = guided_members(env, self.session.bridge, own, m, random.Random(self._rollout_seed(step) * 31 + 7),
-                                self._rollout_seed(step))
+                                self._rollout_seed(step), self.cfg.algo.guidance_expert_options)
         n = n_groups * self.cfg.rollout.group_size
         slot = {group_id(step, j): n + j * m for j in range(n_groups)}
         index = []

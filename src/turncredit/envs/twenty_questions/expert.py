@@ -90,12 +90,15 @@ class ExpertQuestioner:
         `early_guess_rate` makes a noisy expert: on each turn with several candidates left it
         guesses one of them at random with this probability, usually wrongly, and after the
         "No." goes on without that word. A perfect expert never hears "No." to a guess, so a
-        model trained only on its games has never seen how to recover from one.
+        model trained only on its games has never seen how to recover from one. At 1.0 it asks
+        no category question: it guesses the listed words still possible one by one, in random
+        order, a strategy a small model can copy from its context (the list) and that wins
+        any game with as many turns left as candidates.
         """
         if everyday_bias < 1.0:
             raise ValueError(f"everyday_bias: expected >= 1.0, got {everyday_bias}")
-        if not 0.0 <= early_guess_rate < 1.0:
-            raise ValueError(f"early_guess_rate: expected a probability in [0, 1), got {early_guess_rate}")
+        if not 0.0 <= early_guess_rate <= 1.0:
+            raise ValueError(f"early_guess_rate: expected a probability in [0, 1], got {early_guess_rate}")
         self.oracle = oracle or WordNetOracle()
         self.stop_keys = frozenset(stop_keys)
         self.everyday_bias = everyday_bias

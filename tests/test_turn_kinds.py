@@ -34,13 +34,15 @@ def test_turns_are_counted_by_kind_and_unlisted_guesses_by_the_list_holding_the_
 
 
 def test_advantage_by_kind_takes_the_repeat_penalty_out_of_the_reward():
-    """Hand-computed: two games of one group. At turn 0 one repeats (reward −1, the game's
-    repeat penalty) and one guesses an unlisted word (0): turn-wise GRPO gives them ∓1/√2
-    (mean −0.5, unbiased std √0.5); with the repeat not charged in the reward both are 0."""
+    """Hand-computed: two games of one group. At turn 0 one repeats a listed word (reward −1, the
+    game's repeat penalty) and one guesses an unlisted word (0): turn-wise GRPO gives them ∓1/√2
+    (mean −0.5, unbiased std √0.5); with the repeat not charged in the reward both are 0; the
+    idle cost of 1 on the advantage comes off both. The repeat counts among the guesses of listed
+    words; a guided member's borrowed turn is left out."""
     import sys
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from advantage_by_kind import advantages_by_kind
+        from advantage_by_kind import LISTED_TOTAL, UNLISTED_TOTAL, advantages_by_kind
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     a = game([("Is it a lamp?", "Repeated", 0.0)])
@@ -51,10 +53,14 @@ def test_advantage_by_kind_takes_the_repeat_penalty_out_of_the_reward():
     for t in (a.turns[0], b.turns[0]):
         t.advantage_penalty = 1.0
     table = advantages_by_kind([a, b])
-    assert table["repeated"]["as trained"] == [pytest.approx(-r)]
-    assert table["guess, word not listed"]["as trained"] == [pytest.approx(r)]
-    assert table["repeated"]["repeats not in reward"] == [0.0]
+    assert set(table) == {"repeated, a listed word", "guess, word not listed", LISTED_TOTAL, UNLISTED_TOTAL}
+    assert table["repeated, a listed word"]["as trained"] == table[LISTED_TOTAL]["as trained"] == [pytest.approx(-r)]
+    assert table["guess, word not listed"]["as trained"] == table[UNLISTED_TOTAL]["as trained"] == [pytest.approx(r)]
+    assert table["repeated, a listed word"]["trained on"] == [pytest.approx(-r - 1.0)]
+    assert table["repeated, a listed word"]["repeats not in reward"] == [0.0]
     assert table["guess, word not listed"]["repeats not in reward"] == [0.0]
     b.turns[0].advantage = 0.5  # not what turn_grpo gave: the check names the game and turn
     with pytest.raises(SystemExit, match="g turn 0"):
         advantages_by_kind([a, b])
+    b.expert_from = 1  # b's only turn is now borrowed: not counted (and not checked)
+    assert set(advantages_by_kind([a, b])) == {"repeated, a listed word", LISTED_TOTAL}

@@ -29,10 +29,14 @@ class ChatHandler(JSONHandler):
             cls.in_flight += 1
             cls.max_in_flight = max(cls.max_in_flight, cls.in_flight)
         try:
-            self._reply(mode, body)
+            if mode not in ("drop", "500", "429", "400"):
+                time.sleep(1.0 if mode == "slow" else ChatHandler.hold)
         finally:
+            # out of flight before the reply goes out: once a client has its reply it may send
+            # the next request at once, which must not be counted beside this one
             with cls.lock:
                 cls.in_flight -= 1
+        self._reply(mode, body)
 
     def _reply(self, mode, body):
         if mode == "drop":
@@ -41,7 +45,6 @@ class ChatHandler(JSONHandler):
         if mode in ("500", "429", "400"):
             self.send_json({}, status=int(mode))
             return
-        time.sleep(1.0 if mode == "slow" else ChatHandler.hold)
         if mode == "garbage":
             self.send_json(b"Internal gateway says hi")
         elif mode == "nochoices":

@@ -45,18 +45,34 @@ def test_action_logprobs_match_full_log_softmax(tiny_policy):
     assert torch.allclose(ent[0], want_ent, atol=1e-4)
 
 
-def test_a_shared_opening_runs_once_and_changes_no_logit_or_gradient(tiny_policy):
-    """Three rows open with the same 20 tokens, then differ in content and length (right
-    padding): with the opening run once (batch 1) and broadcast, the action log-probs and the
-    gradients of every weight equal those of the plain batch forward."""
-    from turncredit.policy.scoring import ActionLogits, pack
+@pytest.mark.parametrize("attention", ["sdpa_cpu_gqa", "sdpa", "eager"])
+def test_shared_prefixes_run_once_and_change_no_logit_or_gradient(smol_tokenizer, attention):
+    """Rows as a step's group makes them: one opening, two rows that share a turn more (a guided
+    member and its peer), a row identical to another, a row that is a strict prefix of another,
+    and right padding. Run as a prefix tree, every shared token goes through the decoder once,
+    and the action log-probs and the gradients of every weight equal the plain batch forward's:
+    with attention segment by segment (the CPU attention) and with one dense tree mask (others)."""
+    from turncredit.policy.scoring import ActionLogits, pack, prefix_tree
+
+    tiny_policy = tiny_model(smol_tokenizer, seed=0)
+    tiny_policy.set_attn_implementation(attention)
 
     g = torch.Generator().manual_seed(0)
-    opening = torch.randint(5, 200, (20,), generator=g).tolist()
-    tails = [torch.randint(5, 200, (n,), generator=g).tolist() for n in (9, 4, 7)]
-    seqs = [opening + t for t in tails]
+
+    def toks(n: int) -> list[int]:
+        return torch.randint(5, 200, (n,), generator=g).tolist()
+
+    opening, turn, x, y, w = toks(20), [7] + toks(5), [8] + toks(6), [9] + toks(3), [10] + toks(8)
+    seqs = [opening + turn + x, opening + turn + y, opening + w, opening + turn + x, opening + turn]
     masks = [[0] * 18 + [1] * (len(s) - 18) for s in seqs]  # targets also inside the opening's end
     batch = pack(seqs, masks, pad_id=0)
+    tree = prefix_tree(batch.input_ids, batch.attention_mask)
+    # segments: opening, the shared turn, x, y, w; parents before children
+    assert sorted(e - s for s, e in zip(tree.starts, tree.ends)) == sorted([20, 6, 7, 4, 9])
+    assert tree.tokens == 20 + 6 + 7 + 4 + 9
+    assert tree.node[0].tolist() == tree.node[3].tolist()  # identical rows read the same tokens
+    assert tree.node[4, :26].tolist() == tree.node[0, :26].tolist() and (tree.node[4, 26:] == -1).all()
+    assert all(p < i for i, p in enumerate(tree.parents))
     params = [p for p in tiny_policy.parameters() if p.requires_grad]
     embed_rows = []
     hook = tiny_policy.get_input_embeddings().register_forward_hook(lambda m, i, o: embed_rows.append(tuple(i[0].shape)))
@@ -69,10 +85,10 @@ def test_a_shared_opening_runs_once_and_changes_no_logit_or_gradient(tiny_policy
 
     try:
         plain, g_plain = run(False)
-        assert embed_rows == [(3, 29)]
+        assert embed_rows == [(5, 33)]
         embed_rows.clear()
         shared, g_shared = run(True)
-        assert embed_rows == [(1, 20), (3, 9)]  # the opening once, then each row's own tokens
+        assert sum(n for _, n in embed_rows) == tree.tokens and all(b == 1 for b, _ in embed_rows)
     finally:
         hook.remove()
         tiny_policy.zero_grad(set_to_none=True)

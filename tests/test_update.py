@@ -102,6 +102,28 @@ def test_micro_batches_by_tokens_hold_at_most_the_budget():
     assert [[e.n for e in c] for c in micro_batches(eps, TrainConfig(micro_batch_size=4))] == [[100, 60, 40, 30], [20, 5]]
 
 
+def test_micro_batches_for_a_prefix_tree_go_in_token_order_and_count_each_shared_token_once():
+    """A scorer that runs shared prefixes once (`ActionLogits`' tree) forwards, for episodes in
+    token order, each one's tokens past its common prefix with the one before it."""
+    from types import SimpleNamespace
+
+    from turncredit.config import TrainConfig
+    from turncredit.train.update import micro_batches
+
+    opening = [1] * 50
+    seqs = {"a": opening + [2] * 30, "b": opening + [3] * 40, "a2": opening + [2] * 20 + [4] * 10,
+            "c": [5] * 60}
+    eps = [SimpleNamespace(token_ids=lambda s=s: s, name=name) for name, s in seqs.items()]
+    # token order a < a2 < b < c (a and a2 share 70 tokens, a2 and b the 50 of the opening):
+    # a 80; + a2: 80 + 10 = 90; + b: 90 + 40 = 130 > 120 → new chunk; b 90, + c: 90 + 60 = 150 > 120
+    chunks = micro_batches(eps, TrainConfig(micro_batch_tokens=120), shared_prefixes=True)
+    assert [[e.name for e in c] for c in chunks] == [["a", "a2"], ["b"], ["c"]]
+    chunks = micro_batches(eps, TrainConfig(micro_batch_tokens=130), shared_prefixes=True)
+    assert [[e.name for e in c] for c in chunks] == [["a", "a2", "b"], ["c"]]
+    # padded batches would hold only two of them: longest × count = 90 · 2 ≤ 180 < 90 · 3
+    assert [len(c) for c in micro_batches(eps, TrainConfig(micro_batch_tokens=180))] == [2, 2]
+
+
 def test_activation_checkpointing_and_token_micro_batches_leave_the_update_unchanged(
         tmp_path, tiny_policy, smol_tokenizer, monkeypatch):
     """Recomputing activations in the backward pass, and dealing the micro-batches by tokens,

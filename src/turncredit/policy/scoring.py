@@ -4,9 +4,9 @@ The policy layer's scoring, used by the trainer (old, new and reference log-prob
 stage, and a reward shaper that reads the policy's beliefs (ΔBelief), none of which import one
 another for it. The vocabulary projection is the largest tensor of a forward pass (49k ×
 sequence length for SmolLM2), and only action tokens carry loss, so logits are computed at
-action positions only. Sequences of a batch that open with the same tokens (the system prompt of
-every 20 Questions game: 159 of a demonstration's ~250 tokens) run that opening through the
-decoder once.
+action positions only. Tokens that several sequences of a batch share as a prefix (the system
+prompt of every 20 Questions game, a group's opening, a guided member's borrowed turns) run
+through the decoder once.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from transformers.cache_utils import DynamicCache
 
-from turncredit.policy.kv_cache import cache_kwarg
+from turncredit.policy.attention import CPU_GQA_SDPA, TreeLayout
 
 
 @dataclass
@@ -81,19 +80,75 @@ def autocast(enabled: bool) -> contextlib.AbstractContextManager:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.autocast(device, dtype=torch.bfloat16)
 
+@dataclass
+class PrefixTree:
+    """A batch's rows as a radix tree: each segment is a run of positions [start, end) that a
+    set of rows share token for token, under a parent segment that holds everything before it.
+    `node[b, p]` is the packed index of the token row b has at position p (-1 past its end):
+    rows with the same first p+1 tokens share it."""
+
+    rows: list[int]  # a row holding each segment's tokens
+    starts: list[int]
+    ends: list[int]
+    parents: list[int]  # the parent segment's index, -1 for a root
+    node: torch.Tensor  # [B, L] long
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the tree forward runs through the decoder (every shared token once)."""
+        return sum(e - s for s, e in zip(self.starts, self.ends))
+
+
+def prefix_tree(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PrefixTree:
+    """The radix tree of right-padded rows; segments come parents first, in depth-first order."""
+    ids, lengths = input_ids.tolist(), attention_mask.sum(1).tolist()
+    tree = PrefixTree([], [], [], [], torch.full(input_ids.shape, -1, dtype=torch.long))
+
+    def by_token(rows: list[int], p: int) -> list[list[int]]:
+        groups: dict[int, list[int]] = {}
+        for r in rows:
+            if lengths[r] > p:
+                groups.setdefault(ids[r][p], []).append(r)
+        return list(groups.values())
+
+    stack = [(rows, 0, -1) for rows in reversed(by_token(list(range(len(ids))), 0))]
+    packed = 0
+    while stack:
+        rows, start, parent = stack.pop()
+        lead, end = rows[0], start + 1  # the rows share the token at `start` (grouped by it)
+        stop = min(lengths[r] for r in rows)
+        while end < stop and all(ids[r][end] == ids[lead][end] for r in rows):
+            end += 1
+        tree.rows.append(lead)
+        tree.starts.append(start)
+        tree.ends.append(end)
+        tree.parents.append(parent)
+        tree.node[rows, start:end] = torch.arange(packed, packed + end - start)
+        packed += end - start
+        me = len(tree.rows) - 1
+        stack += [(group, end, me) for group in reversed(by_token(rows, end))]
+    return tree
+
+
 class ActionLogits(torch.nn.Module):
     """The policy's logits at the target positions only: decoder, then the output head on the
     rows that carry loss. One module, so that under FSDP it is the root unit whose forward and
     backward hooks gather and reduce the embeddings and the head.
 
-    When every row opens with the same `min_shared_prefix`+ unpadded tokens, that opening goes
-    through the decoder once (batch 1) and its keys and values are broadcast to every row; the
-    backward pass sums the rows' gradients through the broadcast, so logits and gradients are
-    those of the full batch (`test_forward.py`). Not under activation checkpointing, which
-    cannot keep a cache: there the whole batch is recomputed as before.
+    With `share_prefix`, tokens that several rows share as a prefix go through the decoder
+    once: the batch is cut into a radix tree (`prefix_tree`), its tokens are packed into one
+    sequence that attends along the tree (`_decode_tree`), and each row reads its positions'
+    hidden states from the segments that hold them. A step's group shares the game's opening,
+    and a guided member its peer's turns up to the takeover: the main job's update forwards
+    ~40 % of its padded tokens (benchmarks/prefix-tree-update-cpu.md). The backward pass sums
+    the rows' gradients through the shared segments, so logits and gradients are those of the
+    full batch (`test_forward.py`). Under activation checkpointing the batch runs padded, as
+    it always did.
     """
 
-    min_shared_prefix = 16
+    #: without segment-wise attention the tree runs under one dense tokens × tokens mask: only
+    #: up to this many packed tokens (beyond, the plain padded batch)
+    dense_tree_tokens = 8192
 
     def __init__(self, model: torch.nn.Module, share_prefix: bool = True) -> None:
         super().__init__()
@@ -102,41 +157,60 @@ class ActionLogits(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
         core = core_model(self.model)
-        prefix = self._shared_prefix(core, input_ids, attention_mask)
-        if prefix:
-            hidden = self._decode_with_shared_prefix(core, input_ids, attention_mask, prefix)
-        else:
+        head = core.get_output_embeddings()
+        tree = prefix_tree(input_ids, attention_mask) if self._shares(core, input_ids) else None
+        if tree is None or (tree.tokens > self.dense_tree_tokens and core.config._attn_implementation != CPU_GQA_SDPA):
+            # no sharing, or a dense tree mask would be too large: the plain padded batch
             hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return core.get_output_embeddings()(hidden[:, :-1][where])
+            return head(hidden[:, :-1][where])
+        packed = self._decode_tree(core, input_ids, tree)
+        wanted, inverse = torch.unique(tree.node[:, :-1].to(where.device)[where], return_inverse=True)
+        return head(packed[wanted])[inverse]  # one head row per distinct prefix, then per target
 
-    def _shared_prefix(self, core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
-        """Length of the opening all rows share (0 = do not share)."""
+    def _shares(self, core: torch.nn.Module, input_ids: torch.Tensor) -> bool:
         if not self.share_prefix or input_ids.shape[0] < 2:
-            return 0
+            return False
         checkpointing = getattr(core, "is_activation_checkpointing", None)  # the older name below
         if checkpointing is None:
             checkpointing = getattr(core, "is_gradient_checkpointing", False)
-        if checkpointing and core.training and torch.is_grad_enabled():
-            return 0
-        same = (input_ids == input_ids[:1]).all(0) & attention_mask.bool().all(0)
-        n = int(same.long().cumprod(0).sum())
-        n = min(n, input_ids.shape[1] - 1)  # every row keeps a token after the opening
-        return n if n >= self.min_shared_prefix else 0
+        return not (checkpointing and core.training and torch.is_grad_enabled())
 
     @staticmethod
-    def _decode_with_shared_prefix(core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                                   n: int) -> torch.Tensor:
-        decoder, (rows, width) = core.get_decoder(), input_ids.shape
-        key = cache_kwarg(decoder)
-        cache = DynamicCache(config=core.config)
-        head = decoder(input_ids=input_ids[:1, :n], use_cache=True, **{key: cache}).last_hidden_state
-        for layer in cache.layers:  # a view per row, no copy; the rest of the forward appends to it
-            layer.keys = layer.keys.expand(rows, -1, -1, -1)
-            layer.values = layer.values.expand(rows, -1, -1, -1)
-        pos = torch.arange(n, width, device=input_ids.device).expand(rows, -1)
-        tail = decoder(input_ids=input_ids[:, n:], attention_mask=attention_mask, position_ids=pos,
-                       use_cache=True, **{key: cache}).last_hidden_state
-        return torch.cat([head.expand(rows, -1, -1), tail], dim=1)
+    def _decode_tree(core: torch.nn.Module, input_ids: torch.Tensor, tree: PrefixTree) -> torch.Tensor:
+        """The last hidden states of the tree's tokens, packed in `tree.node`'s order: [tokens, hidden].
+
+        One decoder pass over the packed tokens (so every linear layer is one large matmul),
+        each at its position in its rows, under a mask that lets a token attend to the tokens
+        before it in its own segment and to its ancestor segments' tokens, nothing else."""
+        device = input_ids.device
+        ids = torch.cat([input_ids[r, s:e] for r, s, e in zip(tree.rows, tree.starts, tree.ends)])
+        pos = torch.cat([torch.arange(s, e, device=device) for s, e in zip(tree.starts, tree.ends)])
+        sizes = [e - s for s, e in zip(tree.starts, tree.ends)]
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        ancestors: list[torch.Tensor] = []  # per segment: its ancestors' packed token indices, ascending
+        for s, parent in enumerate(tree.parents):  # parents come first
+            own = torch.arange(offsets[parent], offsets[parent + 1]) if parent >= 0 else torch.empty(0, dtype=torch.long)
+            ancestors.append(torch.cat([ancestors[parent], own]) if parent >= 0 else own)
+        decoder = core.get_decoder()
+        if core.config._attn_implementation == CPU_GQA_SDPA:  # attention segment by segment
+            layout = TreeLayout(list(zip(offsets[:-1], offsets[1:])), ancestors)
+            placeholder = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=device)  # a 4D mask goes through unbuilt
+            out = decoder(input_ids=ids[None], position_ids=pos[None], attention_mask=placeholder, tree_layout=layout)
+            return out.last_hidden_state[0]
+        # elsewhere one dense mask: a token sees its segment's earlier tokens and its ancestors'
+        n = offsets[-1]
+        seg = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+        mask = torch.zeros((n, n), dtype=torch.bool)
+        for s, anc in enumerate(ancestors):
+            mask[offsets[s]:offsets[s + 1], anc] = True
+        mask |= (seg[:, None] == seg[None, :]) & torch.ones((n, n), dtype=torch.bool).tril()
+        if core.config._attn_implementation == "eager":  # eager attention adds the mask to its scores
+            mask = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+        out = decoder(input_ids=ids[None], position_ids=pos[None], attention_mask=mask[None, None].to(device))
+        return out.last_hidden_state[0]
+
 
 def idle_batch(pad_id: int = 0) -> TokenBatch:
     """The smallest valid batch (two tokens, one target): a forward pass that adds nothing, for

@@ -109,28 +109,59 @@ def needs_old_pass(schedule: list[list[list[int]]], n: int) -> list[int]:
     return [i for i in range(n) if i not in first]
 
 
-def micro_batches(episodes: list[Episode], train: TrainConfig) -> list[list[Episode]]:
-    """Length-sorted micro-batches (similar lengths share one: less padding; the loss is
-    order-free): `micro_batch_size` episodes each, or, with `micro_batch_tokens`, as many as fit
-    that many padded tokens (longest × count), at least one, so memory follows the tokens held,
-    not the number of episodes."""
-    by_len = sorted(episodes, key=lambda ep: len(ep.token_ids()), reverse=True)
+def micro_batches(episodes: list[Episode], train: TrainConfig, shared_prefixes: bool = False) -> list[list[Episode]]:
+    """Micro-batches of `micro_batch_size` episodes each, or, with `micro_batch_tokens`, as many
+    as fit that many tokens forwarded (at least one), so memory follows the tokens held, not
+    the number of episodes (the loss is order-free).
+
+    Padded batches (`shared_prefixes` false) take the episodes longest first, so similar
+    lengths share one and a chunk forwards longest × count tokens. A scorer that runs shared
+    prefixes once (`ActionLogits`' prefix tree) takes them in token order instead: a group's
+    members, and a guided member beside the peer whose turns it took over, then share one
+    micro-batch, and each episode adds only its tokens past the one before it."""
+    ids = {id(ep): ep.token_ids() for ep in episodes}
+    if shared_prefixes:
+        ordered = sorted(episodes, key=lambda ep: ids[id(ep)])
+    else:
+        ordered = sorted(episodes, key=lambda ep: len(ids[id(ep)]), reverse=True)
     if not train.micro_batch_tokens:
-        return [by_len[i:i + train.micro_batch_size] for i in range(0, len(by_len), train.micro_batch_size)]
+        return [ordered[i:i + train.micro_batch_size] for i in range(0, len(ordered), train.micro_batch_size)]
     chunks: list[list[Episode]] = []
-    for ep in by_len:  # descending: a chunk's first episode is its longest
-        if chunks and len(chunks[-1][0].token_ids()) * (len(chunks[-1]) + 1) <= train.micro_batch_tokens:
+    held = 0  # tokens the current chunk forwards
+    for ep in ordered:
+        seq = ids[id(ep)]
+        if not chunks:
+            cost = len(seq)
+        elif shared_prefixes:
+            cost = held + len(seq) - _common_prefix(ids[id(chunks[-1][-1])], seq)
+        else:  # descending: a chunk's first episode is its longest
+            cost = len(ids[id(chunks[-1][0])]) * (len(chunks[-1]) + 1)
+        if chunks and cost <= train.micro_batch_tokens:
             chunks[-1].append(ep)
+            held = cost
         else:
             chunks.append([ep])
+            held = len(seq)
     return chunks
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class PPOUpdate:
     """`Trainer.update` and the steps it takes (see the module docstring for what it uses)."""
 
     def _num_micro_steps(self, episodes: list[Episode]) -> int:
-        return self.cfg.train.ppo_epochs * len(micro_batches(episodes, self.cfg.train))
+        return self.cfg.train.ppo_epochs * len(self._micro_batches(episodes))
+
+    def _micro_batches(self, episodes: list[Episode]) -> list[list[Episode]]:
+        return micro_batches(episodes, self.cfg.train, shared_prefixes=getattr(self.scorer, "share_prefix", False))
 
     def update(self, episodes: list[Episode], on_micro_batch: Callable[[int], None] | None = None) -> UpdateStats:
         """PPO on this rank's share of a step's episodes; the loss is `PPOLoss`, plus
@@ -147,7 +178,7 @@ class PPOUpdate:
             return stats
         train = self.cfg.train
         device = model_device(self.model)
-        batches = [episodes_to_batch(chunk, self.session.pad_id).to(device) for chunk in micro_batches(episodes, train)]
+        batches = [episodes_to_batch(chunk, self.session.pad_id).to(device) for chunk in self._micro_batches(episodes)]
         schedule = minibatch_schedule(len(batches), train, random.Random(self.cfg.run.seed * 7919 + self.step_idx))
         old_logprobs, ref_logprobs = self._score_before_update(batches, schedule)
         tis = self.session.samples_from_a_copy if train.tis == "auto" else bool(train.tis)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from dataclasses import dataclass
 from typing import Callable
@@ -133,7 +134,7 @@ def micro_batches(episodes: list[Episode], train: TrainConfig, shared_prefixes: 
         if not chunks:
             cost = len(seq)
         elif shared_prefixes:
-            cost = held + len(seq) - _common_prefix(ids[id(chunks[-1][-1])], seq)
+            cost = held + len(seq) - len(os.path.commonprefix([ids[id(chunks[-1][-1])], seq]))
         else:  # descending: a chunk's first episode is its longest
             cost = len(ids[id(chunks[-1][0])]) * (len(chunks[-1]) + 1)
         if chunks and cost <= train.micro_batch_tokens:
@@ -143,15 +144,6 @@ def micro_batches(episodes: list[Episode], train: TrainConfig, shared_prefixes: 
             chunks.append([ep])
             held = len(seq)
     return chunks
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class PPOUpdate:

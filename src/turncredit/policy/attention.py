@@ -31,27 +31,26 @@ class TreeLayout:
     `spans[s]` is segment s's [start, end) in the packed sequence; `ancestors[s]` the packed
     indices of its ancestors' tokens, ascending (empty for a root)."""
 
-    def __init__(self, spans: list[tuple[int, int]], ancestors: list[torch.Tensor]) -> None:
+    def __init__(self, spans: list[tuple[int, int]], ancestors: list[torch.Tensor], device: torch.device | str) -> None:
         self.spans = spans
-        self.keys = [torch.cat([a, torch.arange(s, e)]) if len(a) else None for a, (s, e) in zip(ancestors, spans)]
-        # a segment's queries see every ancestor key and the segment's keys up to their own
+        # a segment's queries see every ancestor key and the segment's own keys up to their own
+        self.keys = [torch.cat([a, torch.arange(s, e)]).to(device) if len(a) else None
+                     for a, (s, e) in zip(ancestors, spans)]
         self.masks = [torch.cat([torch.ones((e - s, len(a)), dtype=torch.bool),
-                                 torch.ones((e - s, e - s), dtype=torch.bool).tril()], dim=1) if len(a) else None
+                                 torch.ones((e - s, e - s), dtype=torch.bool).tril()], dim=1).to(device) if len(a) else None
                       for a, (s, e) in zip(ancestors, spans)]
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None) -> torch.Tensor:
         """[batch 1, heads, tokens, dim] in, [1, tokens, heads, dim] out (transformers' layout)."""
         gqa, outs = key.shape[1] != query.shape[1], []
         for (s, e), keys, mask in zip(self.spans, self.keys, self.masks):
-            q = query[:, :, s:e]
             if keys is None:  # a root: plain causal attention within the segment
-                k, v, causal = key[:, :, s:e], value[:, :, s:e], True
+                k, v = key[:, :, s:e], value[:, :, s:e]
             else:
-                keys = keys.to(key.device)
-                k, v, causal = key.index_select(2, keys), value.index_select(2, keys), False
-                mask = mask.to(key.device)
+                k, v = key.index_select(2, keys), value.index_select(2, keys)
             outs.append(torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, scale=scaling, is_causal=causal and e - s > 1, enable_gqa=gqa))
+                query[:, :, s:e], k, v, attn_mask=mask, scale=scaling, is_causal=keys is None and e - s > 1,
+                enable_gqa=gqa))
         return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -159,11 +160,12 @@ class ActionLogits(torch.nn.Module):
         core = core_model(self.model)
         head = core.get_output_embeddings()
         tree = prefix_tree(input_ids, attention_mask) if self._shares(core, input_ids) else None
-        if tree is None or (tree.tokens > self.dense_tree_tokens and core.config._attn_implementation != CPU_GQA_SDPA):
+        segmentwise = core.config._attn_implementation == CPU_GQA_SDPA  # else one dense tree mask
+        if tree is None or (not segmentwise and tree.tokens > self.dense_tree_tokens):
             # no sharing, or a dense tree mask would be too large: the plain padded batch
             hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
             return head(hidden[:, :-1][where])
-        packed = self._decode_tree(core, input_ids, tree)
+        packed = self._decode_tree(core, input_ids, tree, segmentwise)
         wanted, inverse = torch.unique(tree.node[:, :-1].to(where.device)[where], return_inverse=True)
         return head(packed[wanted])[inverse]  # one head row per distinct prefix, then per target
 
@@ -176,26 +178,25 @@ class ActionLogits(torch.nn.Module):
         return not (checkpointing and core.training and torch.is_grad_enabled())
 
     @staticmethod
-    def _decode_tree(core: torch.nn.Module, input_ids: torch.Tensor, tree: PrefixTree) -> torch.Tensor:
+    def _decode_tree(core: torch.nn.Module, input_ids: torch.Tensor, tree: PrefixTree, segmentwise: bool) -> torch.Tensor:
         """The last hidden states of the tree's tokens, packed in `tree.node`'s order: [tokens, hidden].
 
         One decoder pass over the packed tokens (so every linear layer is one large matmul),
-        each at its position in its rows, under a mask that lets a token attend to the tokens
-        before it in its own segment and to its ancestor segments' tokens, nothing else."""
+        each at its position in its rows, where a token attends to the tokens before it in its
+        own segment and to its ancestor segments' tokens, nothing else: `segmentwise` through
+        the CPU attention's `TreeLayout`, else under one dense mask."""
         device = input_ids.device
         ids = torch.cat([input_ids[r, s:e] for r, s, e in zip(tree.rows, tree.starts, tree.ends)])
         pos = torch.cat([torch.arange(s, e, device=device) for s, e in zip(tree.starts, tree.ends)])
         sizes = [e - s for s, e in zip(tree.starts, tree.ends)]
-        offsets = [0]
-        for size in sizes:
-            offsets.append(offsets[-1] + size)
+        offsets = [0, *itertools.accumulate(sizes)]
         ancestors: list[torch.Tensor] = []  # per segment: its ancestors' packed token indices, ascending
-        for s, parent in enumerate(tree.parents):  # parents come first
-            own = torch.arange(offsets[parent], offsets[parent + 1]) if parent >= 0 else torch.empty(0, dtype=torch.long)
-            ancestors.append(torch.cat([ancestors[parent], own]) if parent >= 0 else own)
+        for parent in tree.parents:  # parents come first
+            ancestors.append(torch.empty(0, dtype=torch.long) if parent < 0 else
+                             torch.cat([ancestors[parent], torch.arange(offsets[parent], offsets[parent + 1])]))
         decoder = core.get_decoder()
-        if core.config._attn_implementation == CPU_GQA_SDPA:  # attention segment by segment
-            layout = TreeLayout(list(zip(offsets[:-1], offsets[1:])), ancestors)
+        if segmentwise:
+            layout = TreeLayout(list(zip(offsets[:-1], offsets[1:])), ancestors, device)
             placeholder = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=device)  # a 4D mask goes through unbuilt
             out = decoder(input_ids=ids[None], position_ids=pos[None], attention_mask=placeholder, tree_layout=layout)
             return out.last_hidden_state[0]

@@ -1,6 +1,7 @@
 """Two real training steps with the tiny model on 20 Questions, through every stage."""
 
 import json
+import sys
 
 import torch
 
@@ -41,6 +42,9 @@ def test_two_training_steps_change_weights_and_write_the_run(tmp_path, tiny_poli
                 "clip_fraction", "grad_norm", "tokens_generated", "seconds_rollout",
                 "seconds_oracle", "seconds_update", "ref_kl", "logprob_gap"):
         assert key in json.loads(lines[0]), key
+    first = json.loads(lines[0])
+    if sys.platform.startswith("linux"):  # the process's memory, step by step
+        assert 0.05 < first["rss_gb"] <= first["peak_rss_gb"]
     eps = read_episodes(run / "episodes" / "step_00001.jsonl")
     assert len(eps) == 4
     assert all(t.advantage is not None for ep in eps for t in ep.turns)

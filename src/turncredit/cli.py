@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from turncredit.memory import cap_onednn_primitive_cache
+
+    cap_onednn_primitive_cache()  # before the first oneDNN primitive: it reads the capacity once
     parser = build_parser()
     # overrides may follow options (`--expert train.lr=1`): argparse leaves those over
     args, extra = parser.parse_known_args(argv)

@@ -15,14 +15,22 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import os
 import resource
 import sys
 import threading
 from pathlib import Path
 
-__all__ = ["rss_gb", "peak_rss_gb", "release_freed", "StagePeak"]
+__all__ = ["rss_gb", "peak_rss_gb", "release_freed", "StagePeak", "cap_onednn_primitive_cache",
+           "ONEDNN_PRIMITIVE_CACHE"]
 
 _STATUS = Path("/proc/self/status")
+
+#: compiled oneDNN primitives kept for reuse (oneDNN's default: 1,024). A bf16 CPU update of
+#: packed micro-batches gives nearly every matmul a new shape, so the default cache fills with
+#: ~1 GB of primitives over a long run; 256 still holds one update's set, at the same speed
+#: (`benchmarks/20q-learning-diagnosis.md`, W).
+ONEDNN_PRIMITIVE_CACHE = 256
 
 
 def _status_kib(field: str) -> float | None:
@@ -58,6 +66,14 @@ def _libc():
         return libc if hasattr(libc, "malloc_trim") else None  # glibc only (not musl)
     except OSError:
         return None
+
+
+def cap_onednn_primitive_cache(capacity: int = ONEDNN_PRIMITIVE_CACHE) -> None:
+    """Set oneDNN's primitive cache capacity unless the user set one. oneDNN reads it once, when
+    it creates its first primitive, so call this before any work (the CLI does, first thing);
+    processes spawned later inherit it."""
+    if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ and "DNNL_PRIMITIVE_CACHE_CAPACITY" not in os.environ:
+        os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)
 
 
 def release_freed() -> None:

@@ -34,6 +34,7 @@ from turncredit.train.checkpoint import (
     FINAL_DIR, CheckpointError, clean_leftovers, discard, keep_steps_up_to, latest_checkpoint, load_checkpoint, prune,
     step_dir_name, write_checkpoint,
 )
+from turncredit.memory import peak_rss_gb, release_freed, rss_gb
 from turncredit.train.distributed import PARALLEL, resident_mib
 from turncredit.policy.scoring import model_device
 from turncredit.train.forward import enable_activation_checkpointing, train_top_layers
@@ -237,13 +238,16 @@ class Trainer(PPOUpdate):
         """One step: play (roll out, shape rewards) → learn (credit, filter, update) → log → checkpoint."""
         step = self.step_idx + 1
         played = self.play(step)
+        release_freed()  # the rollout's KV caches go back before the update's activations come
         learned = self.learn(step, played.episodes)
+        release_freed()
         self.step_idx = step
 
         metrics = {**self._metrics(step, played.episodes, learned.trainable, played.stats, learned.update,
                                    played.seconds_rollout, learned.seconds_update),
                    **played.env_counts, "seconds_shaping": played.seconds_shaping,
-                   "seconds_sampler_refresh": learned.seconds_sampler_refresh}
+                   "seconds_sampler_refresh": learned.seconds_sampler_refresh,
+                   "rss_gb": rss_gb(), "peak_rss_gb": round(peak_rss_gb(), 2)}
         # episodes, then the metrics line, then the checkpoint: a step is complete once its
         # checkpoint exists, and a resume redoes (and rewrites) any step after the last one
         if self.dist.is_main:

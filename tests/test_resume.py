@@ -19,7 +19,7 @@ TINY = [
     "train.steps=4", "train.lr=1e-3", "train.entropy_coef=0.01", "train.kl=k3", "train.kl_coef=0.1",
     "train.minibatches=2", "train.micro_batch_size=1", "train.save_every=1", "train.keep_last=2", "run.seed=3",
 ]
-TIMING = ("seconds_", "update_tokens_per_s")
+TIMING = ("seconds_", "update_tokens_per_s", "rss_gb", "peak_rss_gb")  # measured, not computed: differ run to run
 
 
 def untimed(m):

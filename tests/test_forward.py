@@ -97,6 +97,59 @@ def test_shared_prefixes_run_once_and_change_no_logit_or_gradient(smol_tokenizer
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("attention,share", [("sdpa_cpu_gqa", True), ("sdpa", True), ("sdpa_cpu_gqa", False)])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_frozen_trunk_runs_once_and_changes_no_logit_or_gradient(smol_tokenizer, attention, share, bf16):
+    """With the bottom layers frozen, the update runs a micro-batch through them once
+    (`ActionLogits.trunk`) and starts every later pass from there: those passes never enter the
+    embedding or the frozen layers, and give bitwise the log-probs and gradients of a full pass,
+    along the prefix tree (segment-wise and dense mask) and padded, in fp32 and under bf16
+    autocast. Nothing frozen, or the reuse switched off: no trunk."""
+    from turncredit.policy.scoring import ActionLogits, autocast, pack
+
+    model = tiny_model(smol_tokenizer, seed=0, num_hidden_layers=4)
+    model.set_attn_implementation(attention)
+    g = torch.Generator().manual_seed(1)
+    opening = torch.randint(5, 200, (12,), generator=g).tolist()
+    seqs = [opening + torch.randint(5, 200, (n,), generator=g).tolist() for n in (9, 4, 7)]
+    batch = pack(seqs, [[0] * 10 + [1] * (len(s) - 10) for s in seqs], pad_id=0)
+    scorer = ActionLogits(model, share_prefix=share)
+    assert scorer.trunk(batch.input_ids, batch.attention_mask) is None  # every layer trained
+    train_top_layers(model, 1)
+    assert scorer.frozen_layers() == 3
+    assert ActionLogits(model, reuse_frozen=False).trunk(batch.input_ids, batch.attention_mask) is None
+    params = [p for p in model.parameters() if p.requires_grad]
+    entered = []
+    hooks = [m.register_forward_hook(lambda m, i, o, name=name: entered.append(name))
+             for name, m in (("embed", model.get_input_embeddings()), ("layer0", model.model.layers[0]),
+                             ("layer2", model.model.layers[2]), ("layer3", model.model.layers[3]))]
+
+    def run(trunk) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        with autocast(bf16):
+            logp, _ = action_logprobs(scorer, batch, trunk=trunk)
+        (logp * torch.linspace(-1, 1, logp.shape[1])).sum().backward()
+        return logp.detach(), [p.grad.clone() for p in params]
+
+    try:
+        model.train()
+        full, g_full = run(None)
+        with torch.no_grad(), autocast(bf16):
+            trunk = scorer.trunk(batch.input_ids, batch.attention_mask)
+        assert trunk.layers == 3 and (trunk.tree is not None) == share
+        entered.clear()
+        reused, g_reused = run(trunk)
+        assert entered == ["layer3"]  # the top layer only: no embedding, no frozen layer
+        assert len(model.model.layers) == 4 and not isinstance(model.model.norm, torch.nn.Identity)
+    finally:
+        for h in hooks:
+            h.remove()
+        model.zero_grad(set_to_none=True)
+    assert torch.equal(reused, full)
+    for a, b in zip(g_reused, g_full):
+        assert torch.equal(a, b)
+
+
 def test_entropy_from_logits():
     # uniform over V = 7 → ln 7, for any constant logit (also huge ones)
     assert entropy_from_logits(torch.full((2, 7), 1000.0)).tolist() == pytest.approx(

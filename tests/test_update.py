@@ -232,3 +232,30 @@ def test_the_update_moves_only_the_trainable_top_layers(tmp_path, tiny_policy, s
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved and all(k.startswith(("model.layers.1.", "model.norm.")) for k in moved)
     assert any(k.startswith("model.layers.1.mlp") for k in moved)
+
+
+def test_the_update_runs_the_frozen_layers_once_per_micro_batch_with_the_same_result(
+        tmp_path, tiny_policy, smol_tokenizer):
+    """train.trainable_layers=1 with two minibatches: π_old's pass and the gradient passes start
+    from each micro-batch's trunk, so the frozen bottom layer runs once per micro-batch (three
+    times without the reuse: one micro-batch is scored before its gradient pass), and the
+    weights after the update are bit for bit those of the update that reruns them."""
+    episodes = _rollout(tiny_policy, smol_tokenizer, tmp_path)
+    results = {}
+    for reuse in (True, False):
+        model = copy.deepcopy(tiny_policy)
+        cfg = load_config(None, CFG + ["train.trainable_layers=1", "train.minibatches=2"])
+        trainer = Trainer(cfg, tmp_path / f"reuse-{reuse}", session=PolicySession.from_model(model, smol_tokenizer))
+        trainer.scorer.reuse_frozen = reuse
+        calls = []
+        hook = model.model.layers[0].register_forward_hook(lambda *_: calls.append(1))
+        try:
+            stats = trainer.update(episodes)
+        finally:
+            hook.remove()
+        results[reuse] = (model, stats, len(calls))
+    (reused, st_reused, n_reused), (rerun, st_rerun, n_rerun) = results[True], results[False]
+    assert st_reused.optimizer_steps == 2 and (n_reused, n_rerun) == (2, 3)
+    assert st_reused.loss == st_rerun.loss
+    for (k, a), b in zip(reused.state_dict().items(), rerun.state_dict().values()):
+        assert torch.equal(a, b), k

@@ -131,6 +131,16 @@ def prefix_tree(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Prefix
     return tree
 
 
+@dataclass
+class Trunk:
+    """A batch's hidden states after the frozen bottom decoder layers (`ActionLogits.trunk`):
+    what the update's passes over one micro-batch would otherwise recompute each time."""
+
+    hidden: torch.Tensor  # [1, packed tokens, hidden] along `tree`, or [B, L, hidden] padded
+    tree: PrefixTree | None  # the layout `hidden` is in (None: the padded rows)
+    layers: int  # how many bottom layers it has been through
+
+
 class ActionLogits(torch.nn.Module):
     """The policy's logits at the target positions only: decoder, then the output head on the
     rows that carry loss. One module, so that under FSDP it is the root unit whose forward and
@@ -138,53 +148,100 @@ class ActionLogits(torch.nn.Module):
 
     With `share_prefix`, tokens that several rows share as a prefix go through the decoder
     once: the batch is cut into a radix tree (`prefix_tree`), its tokens are packed into one
-    sequence that attends along the tree (`_decode_tree`), and each row reads its positions'
+    sequence that attends along the tree (`_decoder_inputs`), and each row reads its positions'
     hidden states from the segments that hold them. A step's group shares the game's opening,
     and a guided member its peer's turns up to the takeover: the main job's update forwards
     ~40 % of its padded tokens (benchmarks/prefix-tree-update-cpu.md). The backward pass sums
     the rows' gradients through the shared segments, so logits and gradients are those of the
     full batch (`test_forward.py`). Under activation checkpointing the batch runs padded, as
     it always did.
+
+    With `reuse_frozen` and the bottom layers frozen (`train.trainable_layers`), `trunk` runs a
+    batch through them once and `forward(..., trunk=)` starts from there: the update scores a
+    micro-batch for π_old and trains on it without running the frozen layers again.
     """
 
     #: without segment-wise attention the tree runs under one dense tokens × tokens mask: only
     #: up to this many packed tokens (beyond, the plain padded batch)
     dense_tree_tokens = 8192
 
-    def __init__(self, model: torch.nn.Module, share_prefix: bool = True) -> None:
+    def __init__(self, model: torch.nn.Module, share_prefix: bool = True, reuse_frozen: bool = True) -> None:
         super().__init__()
         self.model = model
         self.share_prefix = share_prefix
+        self.reuse_frozen = reuse_frozen
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, where: torch.Tensor,
+                trunk: Trunk | None = None) -> torch.Tensor:
         core = core_model(self.model)
         head = core.get_output_embeddings()
-        tree = prefix_tree(input_ids, attention_mask) if self._shares(core, input_ids) else None
-        segmentwise = core.config._attn_implementation == CPU_GQA_SDPA  # else one dense tree mask
-        if tree is None or (not segmentwise and tree.tokens > self.dense_tree_tokens):
-            # no sharing, or a dense tree mask would be too large: the plain padded batch
-            hidden = core.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        tree = self._layout(core, input_ids, attention_mask) if trunk is None else trunk.tree
+        inputs = self._decoder_inputs(core, input_ids, attention_mask, tree)
+        if trunk is None:
+            hidden = core.get_decoder()(**inputs, use_cache=False).last_hidden_state
+        else:
+            hidden = _run_layers(core.get_decoder(), inputs, trunk.hidden, trunk.layers, None)
+        if tree is None:
             return head(hidden[:, :-1][where])
-        packed = self._decode_tree(core, input_ids, tree, segmentwise)
         wanted, inverse = torch.unique(tree.node[:, :-1].to(where.device)[where], return_inverse=True)
-        return head(packed[wanted])[inverse]  # one head row per distinct prefix, then per target
+        return head(hidden[0][wanted])[inverse]  # one head row per distinct prefix, then per target
 
-    def _shares(self, core: torch.nn.Module, input_ids: torch.Tensor) -> bool:
+    def frozen_layers(self) -> int:
+        """How many bottom decoder layers `trunk` may run once per update: the leading layers
+        none of whose weights (nor the input embedding's) are trained; 0 when off or none."""
+        core = core_model(self.model)
+        if not self.reuse_frozen or _checkpointing(core):
+            return 0
+        decoder = core.get_decoder()
+        layers = getattr(decoder, "layers", None)
+        if layers is None or not hasattr(decoder, "norm") or _trained(decoder.get_input_embeddings()):
+            return 0
+        frozen = 0
+        while frozen < len(layers) and not _trained(layers[frozen]):
+            frozen += 1
+        return min(frozen, len(layers) - 1)  # the top layer always runs in `forward`
+
+    def trunk(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Trunk | None:
+        """The batch through the frozen bottom layers, laid out as `forward` would lay it out in
+        training; None when no layer is frozen. Bitwise the same hidden states as inside a full
+        pass under the same autocast (`test_forward.py`)."""
+        n = self.frozen_layers()
+        if n == 0:
+            return None
+        core = core_model(self.model)
+        tree = self._layout(core, input_ids, attention_mask, training=True)
+        inputs = self._decoder_inputs(core, input_ids, attention_mask, tree)
+        with torch.no_grad():
+            return Trunk(_run_layers(core.get_decoder(), inputs, None, 0, n), tree, n)
+
+    def _layout(self, core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                training: bool | None = None) -> PrefixTree | None:
+        """The prefix tree to run the batch along, or None for the plain padded batch (no
+        sharing, or a dense tree mask would be too large)."""
+        if training is None:
+            training = core.training and torch.is_grad_enabled()
+        if not self._shares(core, input_ids, training):
+            return None
+        tree = prefix_tree(input_ids, attention_mask)
+        if core.config._attn_implementation != CPU_GQA_SDPA and tree.tokens > self.dense_tree_tokens:
+            return None
+        return tree
+
+    def _shares(self, core: torch.nn.Module, input_ids: torch.Tensor, training: bool) -> bool:
         if not self.share_prefix or input_ids.shape[0] < 2:
             return False
-        checkpointing = getattr(core, "is_activation_checkpointing", None)  # the older name below
-        if checkpointing is None:
-            checkpointing = getattr(core, "is_gradient_checkpointing", False)
-        return not (checkpointing and core.training and torch.is_grad_enabled())
+        return not (_checkpointing(core) and training)
 
     @staticmethod
-    def _decode_tree(core: torch.nn.Module, input_ids: torch.Tensor, tree: PrefixTree, segmentwise: bool) -> torch.Tensor:
-        """The last hidden states of the tree's tokens, packed in `tree.node`'s order: [tokens, hidden].
-
-        One decoder pass over the packed tokens (so every linear layer is one large matmul),
-        each at its position in its rows, where a token attends to the tokens before it in its
-        own segment and to its ancestor segments' tokens, nothing else: `segmentwise` through
-        the CPU attention's `TreeLayout`, else under one dense mask."""
+    def _decoder_inputs(core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        tree: PrefixTree | None) -> dict:
+        """The decoder's arguments for the padded rows, or for the tree's tokens packed in
+        `tree.node`'s order into one sequence (so every linear layer is one large matmul), each
+        at its position in its rows, where a token attends to the tokens before it in its own
+        segment and to its ancestor segments' tokens, nothing else: through the CPU attention's
+        `TreeLayout`, else under one dense mask."""
+        if tree is None:
+            return {"input_ids": input_ids, "attention_mask": attention_mask}
         device = input_ids.device
         ids = torch.cat([input_ids[r, s:e] for r, s, e in zip(tree.rows, tree.starts, tree.ends)])
         pos = torch.cat([torch.arange(s, e, device=device) for s, e in zip(tree.starts, tree.ends)])
@@ -194,12 +251,11 @@ class ActionLogits(torch.nn.Module):
         for parent in tree.parents:  # parents come first
             ancestors.append(torch.empty(0, dtype=torch.long) if parent < 0 else
                              torch.cat([ancestors[parent], torch.arange(offsets[parent], offsets[parent + 1])]))
-        decoder = core.get_decoder()
-        if segmentwise:
+        packed = {"input_ids": ids[None], "position_ids": pos[None]}
+        if core.config._attn_implementation == CPU_GQA_SDPA:
             layout = TreeLayout(list(zip(offsets[:-1], offsets[1:])), ancestors, device)
             placeholder = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=device)  # a 4D mask goes through unbuilt
-            out = decoder(input_ids=ids[None], position_ids=pos[None], attention_mask=placeholder, tree_layout=layout)
-            return out.last_hidden_state[0]
+            return {**packed, "attention_mask": placeholder, "tree_layout": layout}
         # elsewhere one dense mask: a token sees its segment's earlier tokens and its ancestors'
         n = offsets[-1]
         seg = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
@@ -209,8 +265,33 @@ class ActionLogits(torch.nn.Module):
         mask |= (seg[:, None] == seg[None, :]) & torch.ones((n, n), dtype=torch.bool).tril()
         if core.config._attn_implementation == "eager":  # eager attention adds the mask to its scores
             mask = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
-        out = decoder(input_ids=ids[None], position_ids=pos[None], attention_mask=mask[None, None].to(device))
-        return out.last_hidden_state[0]
+        return {**packed, "attention_mask": mask[None, None].to(device)}
+
+
+def _checkpointing(core: torch.nn.Module) -> bool:
+    flag = getattr(core, "is_activation_checkpointing", None)  # the older name below
+    return bool(flag if flag is not None else getattr(core, "is_gradient_checkpointing", False))
+
+
+def _trained(module: torch.nn.Module) -> bool:
+    return any(p.requires_grad for p in module.parameters())
+
+
+def _run_layers(decoder: torch.nn.Module, inputs: dict, hidden: torch.Tensor | None, start: int,
+                stop: int | None) -> torch.Tensor:
+    """The decoder's own forward over its layers[start:stop] only: from the embeddings of
+    `inputs["input_ids"]` when `hidden` is None, else from `hidden` (the output of layer
+    start − 1); the final norm only when the top layer is among them."""
+    layers, norm = decoder.layers, decoder.norm
+    if hidden is not None:
+        inputs = {**{k: v for k, v in inputs.items() if k != "input_ids"}, "inputs_embeds": hidden}
+    decoder.layers = torch.nn.ModuleList(list(layers)[start:stop])
+    if stop is not None:
+        decoder.norm = torch.nn.Identity()
+    try:
+        return decoder(**inputs, use_cache=False).last_hidden_state
+    finally:
+        decoder.layers, decoder.norm = layers, norm
 
 
 def idle_batch(pad_id: int = 0) -> TokenBatch:
@@ -263,18 +344,20 @@ def action_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     entropy_grad: bool = False,
+    trunk: Trunk | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(token_{p+1} | prefix) at every target position, 0 elsewhere; [B, L-1].
 
     `model` is a causal LM or the `ActionLogits` around it (the trainer's, possibly sharded).
     Logits are divided by the sampling temperature, so these are log-probs of the distribution
-    the sampler drew from (verl's convention).
+    the sampler drew from (verl's convention). `trunk`: the batch's output of the frozen
+    layers (`ActionLogits.trunk`), to start from there.
     """
     scorer = model if isinstance(model, ActionLogits) else ActionLogits(model)
     device = model_device(scorer)
     input_ids = batch.input_ids.to(device)
     where = batch.targets.to(device).bool()
-    logits = scorer(input_ids, batch.attention_mask.to(device), where).float() / temperature
+    logits = scorer(input_ids, batch.attention_mask.to(device), where, trunk=trunk).float() / temperature
     logp_sel = token_logprobs(logits, input_ids[:, 1:][where])
     logp = torch.zeros(where.shape, dtype=torch.float32, device=device).masked_scatter(where, logp_sel)
     ent = None

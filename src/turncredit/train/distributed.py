@@ -116,7 +116,7 @@ class FullyShardedDataParallel(DataParallel):
             return ActionLogits(model)  # one process: nothing to shard
         # every rank must run the same sequence of sharded layer calls (each is a collective): a
         # rank running a shared opening separately would make one more pass than its partners
-        scorer = ActionLogits(model, share_prefix=False)
+        scorer = ActionLogits(model, share_prefix=False, reuse_frozen=False)  # its layers' hooks run only through the root
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import FSDPModule, fully_shard
 

@@ -20,7 +20,7 @@ import torch
 
 from turncredit.config import TrainConfig
 from turncredit.episode import Episode
-from turncredit.policy.scoring import TokenBatch, action_logprobs, autocast, idle_batch, model_device
+from turncredit.policy.scoring import ActionLogits, TokenBatch, Trunk, action_logprobs, autocast, idle_batch, model_device
 from turncredit.train.distributed import full_tensor
 from turncredit.train.forward import episodes_to_batch
 from turncredit.train.loss import PPOLoss, expert_nll, truncated_is_weights
@@ -172,7 +172,7 @@ class PPOUpdate:
         device = model_device(self.model)
         batches = [episodes_to_batch(chunk, self.session.pad_id).to(device) for chunk in self._micro_batches(episodes)]
         schedule = minibatch_schedule(len(batches), train, random.Random(self.cfg.run.seed * 7919 + self.step_idx))
-        old_logprobs, ref_logprobs = self._score_before_update(batches, schedule)
+        trunks, old_logprobs, ref_logprobs = self._score_before_update(batches, schedule)
         tis = self.session.samples_from_a_copy if train.tis == "auto" else bool(train.tis)
         old = OldPolicy(old_logprobs, tis, train.tis_cap)
         loss_fn = PPOLoss.from_config(train)
@@ -181,7 +181,8 @@ class PPOUpdate:
         totals = dict.fromkeys((*LOSS_STATS, "grad_norm"), 0.0)  # summed over the optimizer steps taken
         for epoch in schedule:
             for minibatch in epoch:
-                logged = self._accumulate_gradients(minibatch, batches, old, ref_logprobs, loss_fn, on_micro_batch)
+                logged = self._accumulate_gradients(minibatch, batches, trunks, old, ref_logprobs, loss_fn,
+                                                    on_micro_batch)
                 if logged is None:  # no action token in this minibatch on any rank
                     continue
                 grad_norm = self._optimizer_step(logged["loss"])
@@ -201,8 +202,10 @@ class PPOUpdate:
         return stats
 
     def _score_before_update(self, batches: list[TokenBatch], schedule: list[list[list[int]]]
-                             ) -> tuple[list[torch.Tensor | None], list[torch.Tensor] | None]:
-        """π_old's log-probs of the micro-batches that need a pass of their own (`needs_old_pass`;
+                             ) -> tuple[list[Trunk | None], list[torch.Tensor | None], list[torch.Tensor] | None]:
+        """Each micro-batch's output of the frozen bottom layers (`ActionLogits.trunk`: with
+        `train.trainable_layers` they run once per update, not once per pass; None without),
+        π_old's log-probs of the micro-batches that need a pass of their own (`needs_old_pass`;
         None for the rest) and, with a KL penalty, the reference policy's of every micro-batch."""
         temperature = self.cfg.rollout.temperature
         idle = idle_batch(self.session.pad_id)
@@ -212,17 +215,22 @@ class PPOUpdate:
         self.model.eval()
         # a sharded forward is a collective: every rank runs as many as the busiest one
         with torch.no_grad(), autocast(self.bf16):
+            trunks = [self._trunk(b) for b in batches]
             for i in scored + [-1] * (self.dist.forward_passes(len(scored)) - len(scored)):
-                logprobs = action_logprobs(self.scorer, batches[i] if i >= 0 else idle, temperature)[0]
+                logprobs = action_logprobs(self.scorer, batches[i] if i >= 0 else idle, temperature,
+                                           trunk=trunks[i] if i >= 0 else None)[0]
                 if i >= 0:
                     old[i] = logprobs
             if self.cfg.train.kl != "none":
                 padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
                 ref = [self._ref_logprobs(b, temperature) for b in padded][:len(batches)]
-        return old, ref
+        return trunks, old, ref
+
+    def _trunk(self, batch: TokenBatch) -> Trunk | None:
+        return self.scorer.trunk(batch.input_ids, batch.attention_mask) if isinstance(self.scorer, ActionLogits) else None
 
     def _accumulate_gradients(
-        self, minibatch: list[int], batches: list[TokenBatch], old: OldPolicy,
+        self, minibatch: list[int], batches: list[TokenBatch], trunks: list[Trunk | None], old: OldPolicy,
         ref_logprobs: list[torch.Tensor] | None, loss_fn: PPOLoss, on_micro_batch: Callable[[int], None] | None,
     ) -> dict[str, float] | None:
         """Backpropagate one minibatch's loss into the gradients (the same on every rank) and
@@ -245,7 +253,7 @@ class PPOUpdate:
             batch, weight = batches[i], size / total
             with autocast(self.bf16):
                 logprobs, entropy = action_logprobs(self.scorer, batch, temperature, with_entropy=True,
-                                                    entropy_grad=entropy_grad)
+                                                    entropy_grad=entropy_grad, trunk=trunks[i])
             old_logprobs, is_weights = old.get(i, logprobs, batch)
             loss, info = loss_fn(logprobs, old_logprobs, batch.advantages, batch.targets, entropy,
                                  ref_logprobs=None if ref_logprobs is None else ref_logprobs[i], is_weights=is_weights)

@@ -238,9 +238,7 @@ class Trainer(PPOUpdate):
         """One step: play (roll out, shape rewards) → learn (credit, filter, update) → log → checkpoint."""
         step = self.step_idx + 1
         played = self.play(step)
-        release_freed()  # the rollout's KV caches go back before the update's activations come
         learned = self.learn(step, played.episodes)
-        release_freed()
         self.step_idx = step
 
         metrics = {**self._metrics(step, played.episodes, learned.trainable, played.stats, learned.update,
@@ -282,6 +280,7 @@ class Trainer(PPOUpdate):
         episodes, rollout_stats = self._share(mine, own, rollout_stats)
         env_counts = {k: v - counted.get(k, 0) for k, v in env.counters().items()}
         env_counts = dict(zip(env_counts, (int(x) for x in self.dist.sum_floats(list(env_counts.values())))))
+        release_freed()  # the rollout's KV caches go back before the update's activations come
         return Played(episodes, rollout_stats, env_counts, seconds_rollout, max(seconds_shaping))
 
     def learn(self, step: int, episodes: list[Episode]) -> Learned:
@@ -301,7 +300,9 @@ class Trainer(PPOUpdate):
         if stats.optimizer_steps:
             self._refresh_sampler()
         seconds_refresh = time.perf_counter() - t_refresh
-        return Learned(trainable, stats, seconds_update=time.perf_counter() - t0, seconds_sampler_refresh=seconds_refresh)
+        seconds_update = time.perf_counter() - t0
+        release_freed()  # and the update's go back before the next rollout
+        return Learned(trainable, stats, seconds_update=seconds_update, seconds_sampler_refresh=seconds_refresh)
 
     def _refresh_sampler(self) -> None:
         """Copy new weights to what samples (gathering shards only when there is such a copy)."""

@@ -1,4 +1,8 @@
-"""Where the peer bench's update peak comes from: RSS (and the sampler's peak) at each point of one update."""
+"""Where the peer bench's update peak comes from: RSS (and the sampler's peak) at each point of one update.
+
+    PYTHONPATH=src python probe.py [--trim] [KEY=VALUE ...]   (from the repository root)
+
+--trim: hand freed heap back (`release_freed`) after every backward (probe-mb8-trim.txt)."""
 import json, sys, threading, time, psutil, torch
 from turncredit.config import load_config
 from turncredit.train.trainer import Trainer
@@ -18,6 +22,8 @@ orig_backward = torch.Tensor.backward
 def backward(self, *a, **k):
     mark("before backward (forward's activations held)")
     out = orig_backward(self, *a, **k)
+    if TRIM:
+        release_freed()
     mark("after backward")
     return out
 torch.Tensor.backward = backward
@@ -29,7 +35,8 @@ def step(self, loss):
     return out
 upd.PPOUpdate._optimizer_step = step
 
-cfg = load_config("configs/bench-peer-workload.yaml", sys.argv[1:])
+TRIM = "--trim" in sys.argv
+cfg = load_config("configs/bench-peer-workload.yaml", [a for a in sys.argv[1:] if a != "--trim"])
 import tempfile
 with tempfile.TemporaryDirectory() as d:
     t = Trainer(cfg, d); mark("loaded")

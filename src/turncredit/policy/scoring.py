@@ -209,28 +209,26 @@ class ActionLogits(torch.nn.Module):
         if n == 0:
             return None
         core = core_model(self.model)
-        tree = self._layout(core, input_ids, attention_mask, training=True)
+        # the layout of a training pass: without checkpointing (no trunk then) it is the same as here
+        tree = self._layout(core, input_ids, attention_mask)
         inputs = self._decoder_inputs(core, input_ids, attention_mask, tree)
         with torch.no_grad():
             return Trunk(_run_layers(core.get_decoder(), inputs, None, 0, n), tree, n)
 
-    def _layout(self, core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                training: bool | None = None) -> PrefixTree | None:
+    def _layout(self, core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PrefixTree | None:
         """The prefix tree to run the batch along, or None for the plain padded batch (no
         sharing, or a dense tree mask would be too large)."""
-        if training is None:
-            training = core.training and torch.is_grad_enabled()
-        if not self._shares(core, input_ids, training):
+        if not self._shares(core, input_ids):
             return None
         tree = prefix_tree(input_ids, attention_mask)
         if core.config._attn_implementation != CPU_GQA_SDPA and tree.tokens > self.dense_tree_tokens:
             return None
         return tree
 
-    def _shares(self, core: torch.nn.Module, input_ids: torch.Tensor, training: bool) -> bool:
+    def _shares(self, core: torch.nn.Module, input_ids: torch.Tensor) -> bool:
         if not self.share_prefix or input_ids.shape[0] < 2:
             return False
-        return not (_checkpointing(core) and training)
+        return not (_checkpointing(core) and core.training and torch.is_grad_enabled())
 
     @staticmethod
     def _decoder_inputs(core: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,

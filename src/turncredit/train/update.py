@@ -20,7 +20,7 @@ import torch
 
 from turncredit.config import TrainConfig
 from turncredit.episode import Episode
-from turncredit.policy.scoring import ActionLogits, TokenBatch, Trunk, action_logprobs, autocast, idle_batch, model_device
+from turncredit.policy.scoring import TokenBatch, Trunk, action_logprobs, autocast, idle_batch, model_device
 from turncredit.train.distributed import full_tensor
 from turncredit.train.forward import episodes_to_batch
 from turncredit.train.loss import PPOLoss, expert_nll, truncated_is_weights
@@ -215,7 +215,7 @@ class PPOUpdate:
         self.model.eval()
         # a sharded forward is a collective: every rank runs as many as the busiest one
         with torch.no_grad(), autocast(self.bf16):
-            trunks = [self._trunk(b) for b in batches]
+            trunks = [self.scorer.trunk(b.input_ids, b.attention_mask) for b in batches]
             for i in scored + [-1] * (self.dist.forward_passes(len(scored)) - len(scored)):
                 logprobs = action_logprobs(self.scorer, batches[i] if i >= 0 else idle, temperature,
                                            trunk=trunks[i] if i >= 0 else None)[0]
@@ -225,9 +225,6 @@ class PPOUpdate:
                 padded = batches + [idle] * (self.dist.forward_passes(len(batches)) - len(batches))
                 ref = [self._ref_logprobs(b, temperature) for b in padded][:len(batches)]
         return trunks, old, ref
-
-    def _trunk(self, batch: TokenBatch) -> Trunk | None:
-        return self.scorer.trunk(batch.input_ids, batch.attention_mask) if isinstance(self.scorer, ActionLogits) else None
 
     def _accumulate_gradients(
         self, minibatch: list[int], batches: list[TokenBatch], trunks: list[Trunk | None], old: OldPolicy,
